@@ -1,0 +1,5 @@
+import sys
+
+from agentcore.cli import main
+
+sys.exit(main())

@@ -1,0 +1,154 @@
+"""``python -m agentcore run --prompt ...``: stream one run to the terminal (SPEC R5).
+
+Answer text goes to stdout; tool calls, retries and the usage summary go to stderr so the
+answer can be piped. With no model flags the offline demo model is used. Exit codes:
+0 completed, 1 failed, 2 invalid input, 3 paused for user input, 130 aborted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import Any, TextIO
+
+from agentcore.errors import AgentError
+from agentcore.events import (
+    AgentEvent,
+    PlanEvent,
+    RetryEvent,
+    RunEndEvent,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
+    ToolEvent,
+)
+from agentcore.host import AgentHost
+from agentcore.inputs import AgentInput
+from agentcore.runtime import create_agent
+
+EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "aborted": 130}
+
+
+def _web_search(value: str) -> bool | None:
+    lowered = value.strip().lower()
+    if lowered == "":
+        return None
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError('--web-search takes "", true or false')
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m agentcore", description="agentcore: a durable agent runtime")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one prompt and stream the answer")
+    run.add_argument("--prompt", required=True)
+    run.add_argument("--request-id", help="logical id; re-run with the same id to resume or replay")
+    run.add_argument("--provider", help="anthropic | openai | demo | a custom name (needs --base-url)")
+    run.add_argument("--model")
+    run.add_argument("--base-url")
+    run.add_argument("--api-kind", choices=["openai-responses", "anthropic-messages", "openai-completions"])
+    run.add_argument("--effort", help="off|minimal|low|medium|high|xhigh|max|ultra, or '' to let the model decide")
+    run.add_argument("--model-attributes", help="JSON object of model attributes (validated strictly)")
+    run.add_argument("--web-search", type=_web_search, default=None, help='"" (auto), true or false')
+    run.add_argument("--database", help="SQLite store file: makes the run durable and resumable")
+    run.add_argument("--workdir")
+    run.add_argument("--permission-policy", choices=["read-only", "workspace", "auto"])
+    run.add_argument("--plan", action="store_true", help="plan mode: investigate and propose a plan")
+    return parser
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if args.provider is None and args.model is None and args.base_url is None:
+        options["provider"] = "demo"
+    for name in ("provider", "model", "base_url", "api_kind", "effort", "workdir", "model_attributes"):
+        value = getattr(args, name)
+        if value is not None:
+            options[name] = value
+    if args.web_search is not None:
+        options["web_search"] = args.web_search
+    if args.database:
+        options["database_path"] = args.database
+    if args.permission_policy:
+        options["permission_policy"] = args.permission_policy
+    return options
+
+
+class TerminalPrinter:
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out, self.err = out, err
+        self.final: RunEndEvent | None = None
+
+    def __call__(self, event: AgentEvent) -> None:
+        if isinstance(event, TextDeltaEvent):
+            self.out.write(event.delta)
+            self.out.flush()
+        elif isinstance(event, ThinkingDeltaEvent):
+            self.err.write(event.delta)
+        elif isinstance(event, ToolEvent) and event.phase == "start":
+            self.err.write(f"\n⚙ {event.name} {_brief(event.arguments)}\n")
+        elif isinstance(event, ToolEvent) and event.phase == "end":
+            mark = "✗" if event.is_error else "✓"
+            first = (event.result or "").strip().splitlines()[:1]
+            self.err.write(f"  {mark} {event.name}: {first[0][:100] if first else ''}\n")
+        elif isinstance(event, RetryEvent):
+            self.err.write(f"\n↻ retry {event.attempt}/{event.max_attempts} ({event.kind}): {event.reason}\n")
+        elif isinstance(event, PlanEvent) and event.phase == "end":
+            self.err.write(f"\n— plan {event.approval_id} —\n")
+        elif isinstance(event, RunEndEvent):
+            self.final = event
+            if event.replayed:  # answered from the store: show the stored answer
+                self.out.write(event.text)
+            self.out.write("\n")
+            u = event.usage
+            self.err.write(
+                f"[{event.status}] tokens: in {u.get('input_tokens', 0)} (+{u.get('cached_input_tokens', 0)} cached)"
+                f", out {u.get('output_tokens', 0)}, calls {u.get('calls', 0)}, cost ${u.get('cost', 0.0):.4f}\n"
+            )
+            if event.error:
+                self.err.write(f"error ({event.error_code}): {event.error}\n")
+            if event.pending:
+                self.err.write(
+                    f"waiting for input: {event.pending.get('kind')} — resume with --request-id {event.request_id}\n"
+                )
+
+
+def _brief(arguments: dict[str, Any] | None) -> str:
+    if not arguments:
+        return ""
+    key = next(iter(arguments))
+    return f"{key}={str(arguments[key])[:60]!r}"
+
+
+async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    printer = TerminalPrinter(out, err)
+    abort = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, abort.set)
+    except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread
+        pass
+    runtime = await create_agent(**_options(args))
+    try:
+        input = AgentInput(prompt=args.prompt, request_id=args.request_id, agent="plan" if args.plan else None)
+        async for event in runtime.run(input, AgentHost(abort_signal=abort)):
+            printer(event)
+    finally:
+        await runtime.close()
+    final = printer.final
+    return EXIT_CODES.get(final.status, 1) if final else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(run_command(args, sys.stdout, sys.stderr))
+    except AgentError as exc:
+        sys.stderr.write(f"error: {exc.code}: {exc.message}\n")
+        return 2 if exc.code == "input_validation" else 1
+    except KeyboardInterrupt:  # pragma: no cover
+        return 130

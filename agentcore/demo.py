@@ -1,0 +1,147 @@
+"""The offline demo model (SPEC P3): deterministic answers with no API key and no network.
+
+It is served by the scripted fake provider server on 127.0.0.1 and reached through the real
+``openai-responses`` adapter, so the demo exercises the same code paths as a real model. The
+"brain" is a small rule set over the request: asked about files, it calls ``ls`` then
+``read`` and summarises what it saw; in plan mode it asks nothing and writes a short
+numbered plan; otherwise it answers briefly. Every UI labels it "offline demo model".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from agentcore.models.attributes import ModelAttributes
+from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
+from agentcore.testing.steps import Step, Stop, Text, ToolCall, Usage
+
+DEMO_LABEL = "Offline demo model"
+DEMO_WINDOW = 32_000
+_FILE_WORDS = re.compile(r"\b(files?|folders?|director(y|ies)|here|ls|list|read|repo|project|workspace|readme)\b", re.I)
+_README = re.compile(r"^(readme(\.[a-z]+)?)/?$", re.I)
+
+
+def demo_model_options(base_url: str) -> dict[str, Any]:
+    return {
+        "base_url": base_url,
+        "model_attributes": ModelAttributes(
+            name=DEMO_LABEL,
+            reasoning=False,
+            web_search=False,
+            input=["text", "image"],
+            context_window=DEMO_WINDOW,
+            max_tokens=4_096,
+        ),
+    }
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _conversation(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The last user text and the function calls/outputs that followed it."""
+    items = body.get("input") or []
+    last_user = -1
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and item.get("role") == "user":
+            last_user = index
+    user = _text_of(items[last_user].get("content")) if last_user >= 0 else ""
+    after = items[last_user + 1 :] if last_user >= 0 else []
+    calls = [i for i in after if isinstance(i, dict) and i.get("type") == "function_call"]
+    outputs = [i for i in after if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    return user, calls, outputs
+
+
+def _tool_names(body: dict[str, Any]) -> set[str]:
+    return {t.get("name", "") for t in body.get("tools") or [] if isinstance(t, dict)}
+
+
+def _usage(body: dict[str, Any], answer: str) -> Usage:
+    prompt_chars = len(str(body.get("instructions", ""))) + len(str(body.get("input", "")))
+    return Usage(input=max(1, prompt_chars // 4), output=max(1, len(answer) // 4))
+
+
+def _say(body: dict[str, Any], text: str) -> list[Step]:
+    chunk = int(os.environ.get("AGENTCORE_DEMO_CHUNK", "12") or 12)
+    return [Text(text, chunk_size=max(1, chunk)), _usage(body, text), Stop("stop")]
+
+
+def _call(body: dict[str, Any], name: str, arguments: dict[str, Any]) -> list[Step]:
+    return [ToolCall(name, arguments), _usage(body, str(arguments)), Stop("tool_use")]
+
+
+def _plan(user: str) -> str:
+    topic = user.strip().splitlines()[0][:80] if user.strip() else "the task"
+    if "reviewer rejected" in user.lower():
+        notes = user.split("Reviewer's notes:", 1)[-1].split("Revise the plan", 1)[0].strip()
+        return (
+            "Revised plan\n\n"
+            f"1. Address the review notes: {notes or 'none given'}.\n"
+            "2. Inspect the files involved with `ls` and `read`.\n"
+            "3. Make the smallest change that does it.\n"
+            "4. Verify the result and summarise what changed."
+        )
+    return (
+        f"Plan: {topic}\n\n"
+        "1. Inspect the workspace with `ls` and read the relevant files.\n"
+        "2. Make the smallest change that does what was asked.\n"
+        "3. Verify the result.\n"
+        "4. Summarise what changed and what is left."
+    )
+
+
+def demo_responder(request: RecordedRequest) -> list[Step]:
+    """Decide the demo model's next response from the request it received."""
+    body = request.json
+    user, calls, outputs = _conversation(body)
+    tools = _tool_names(body)
+    plan_mode = "PLAN MODE" in str(body.get("instructions", ""))
+    lowered = user.lower()
+    if "plan was approved" in lowered:
+        return _say(body, "Done: I followed the approved plan step by step. (This is the offline demo model.)")
+    if plan_mode:
+        return _say(body, _plan(user))
+    if _FILE_WORDS.search(user) and "ls" in tools:
+        if not outputs:
+            return _call(body, "ls", {"path": "."})
+        listing = str(outputs[0].get("output", ""))
+        names = [line.strip() for line in listing.splitlines() if line.strip() and not line.startswith("[")]
+        read_done = any(c.get("name") == "read" for c in calls)
+        readme = next((n for n in names if _README.match(n)), None)
+        if readme and not read_done and "read" in tools:
+            return _call(body, "read", {"path": readme.rstrip("/")})
+        shown = ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
+        summary = f"I listed the workspace: {len(names)} entries ({shown or 'empty'})."
+        if read_done and len(outputs) > 1:
+            lines = [re.sub(r"^\s*\d+\t", "", ln) for ln in str(outputs[-1].get("output", "")).splitlines()]
+            first = next((ln for ln in lines if ln.strip()), "")
+            summary += f" The README starts with: “{first.strip()[:120]}”"
+        return _say(body, summary)
+    echo = user.strip()[:200] or "(an image)"
+    return _say(
+        body,
+        f"This is the offline demo model, running without an API key. You said: “{echo}”. "
+        "Ask me “what files are here?” to watch me use tools, or switch to plan mode for a plan.",
+    )
+
+
+class DemoServer:
+    """A fake provider server answering with ``demo_responder``, on its own thread."""
+
+    def __init__(self) -> None:
+        self._server = FakeProviderServer(responder=demo_responder)
+        self._server.start_in_thread()
+
+    @property
+    def base_url(self) -> str:
+        return self._server.base_url
+
+    def stop(self) -> None:
+        self._server.stop_in_thread()

@@ -1,0 +1,616 @@
+"""MCP servers as agentcore tools (SPEC T4, on the tool contract of SPEC T3).
+
+``connect_mcp_server`` spawns a stdio MCP server with the official ``mcp`` SDK and keeps the
+session alive; ``create_mcp_tools`` turns the server's tools into ``AgentTool`` objects that
+can be passed as ``extra_tools``::
+
+    async with await connect_mcp_server("npx", ["-y", "some-mcp-server"], server_id="files",
+                                        env={"API_TOKEN": token}) as conn:
+        tools = await create_mcp_tools(conn, allowed_tools=["read_file"])
+        runtime = await create_agent(..., extra_tools=tools)
+
+Why the connection lives in its own task: the SDK's ``stdio_client`` and ``ClientSession`` are
+anyio task groups / cancel scopes, and anyio requires a scope to be exited by the task that
+entered it. Entering them in a caller's task and closing them later from another task (a
+runtime's ``close()``, a test teardown) fails with "exited a cancel scope that isn't the
+current task's". So one dedicated task owns an ``AsyncExitStack`` for the whole life of the
+connection; every other task only sends requests through the session, and ``aclose()`` just
+asks that task to unwind.
+
+Why each call runs in a task of its own: ``ctx.abort`` must stop a slow call without
+cancelling the caller's task (which belongs to the engine) or the connection task. Cancelling
+the per-call task makes the SDK send ``notifications/cancelled`` to the server and leaves the
+session usable for the next call.
+
+Failure behaviour: a server that exits (crash, kill, ``os._exit``) is noticed when its stdout
+closes. Calls in flight and every later call then fail with a ``ToolError`` naming the server
+and quoting the tail of its stderr; the model sees it as an error tool result, the runtime and
+other tools keep working, and the host may reconnect with a new ``connect_mcp_server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any, Final, TextIO
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import types as mcp_types
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from agentcore.errors import AgentError, InputValidationError, ToolError
+from agentcore.messages import ImageContent, TextContent, UserContent
+from agentcore.tools.base import AgentTool, Replay, ToolContext, ToolResult
+
+__all__ = [
+    "MCP_CONNECTION_FAILED",
+    "McpConnection",
+    "McpConnectionError",
+    "connect_mcp_server",
+    "create_mcp_tools",
+    "mcp_tool_name",
+]
+
+logger = logging.getLogger(__name__)
+
+MCP_CONNECTION_FAILED: Final = "mcp_connection_failed"
+
+_CONNECTION_CLOSED: Final = -32000  # JSON-RPC code the SDK uses for "transport closed"
+_NAME_RE: Final = re.compile(r"[^a-zA-Z0-9_-]")
+_SERVER_ID_RE: Final = re.compile(r"^[a-zA-Z0-9_-]{1,32}$")
+_MAX_NAME: Final = 64  # what the provider APIs accept for a function name
+_STDERR_TAIL_BYTES: Final = 4096
+_STDERR_SETTLE_SECONDS: Final = 0.5  # how long a crash report waits for the last stderr bytes
+_CANCEL_SETTLE_SECONDS: Final = 2.0  # bound on waiting for a cancelled call to unwind
+
+
+class McpConnectionError(AgentError):
+    """The MCP server could not be started or initialized.
+
+    ``retryable`` is True for failures that may pass on a second try (the server exited or
+    timed out during start-up) and False when retrying cannot help (the command is missing).
+    """
+
+    def __init__(self, message: str, *, server_id: str, retryable: bool) -> None:
+        super().__init__(MCP_CONNECTION_FAILED, message, details={"server_id": server_id, "retryable": retryable})
+        self.server_id = server_id
+        self.retryable = retryable
+
+
+class _StderrTail(asyncio.Protocol):
+    """Keeps the last few KiB of the server's stderr for error messages, and logs it.
+
+    A pipe read by the event loop (not a file) keeps memory bounded however chatty the
+    server is, and lets a crash report include what the server printed before dying.
+    """
+
+    def __init__(self, server_id: str) -> None:
+        self._server_id = server_id
+        self._buffer = bytearray()
+        self.eof = asyncio.Event()
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        del self._buffer[:-_STDERR_TAIL_BYTES]
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("MCP server %r stderr: %s", self._server_id, data.decode("utf-8", "replace").rstrip())
+
+    def eof_received(self) -> bool:
+        self.eof.set()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof.set()
+
+    def tail(self) -> str:
+        return self._buffer.decode("utf-8", "replace").strip()
+
+
+class _EofWatchingStream:
+    """Wraps the transport's read stream to notice the moment the server's stdout closes.
+
+    The SDK turns that EOF into ``CONNECTION_CLOSED`` for requests in flight but exposes no
+    hook for it; we need one so the connection is marked dead at once, not at the next call.
+    """
+
+    def __init__(self, inner: Any, on_eof: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_eof = on_eof
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except anyio.EndOfStream:
+            self._on_eof()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _EofWatchingStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._on_eof()
+            raise
+
+    async def __aenter__(self) -> _EofWatchingStream:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(exc_type, exc_val, exc_tb)
+        return result
+
+
+class McpConnection:
+    """A live session with one stdio MCP server (SPEC T4).
+
+    Created by ``connect_mcp_server``. ``closed`` turns True after ``aclose()`` or when the
+    server exits; ``error`` then says why (None after a normal ``aclose()``). A dead connection
+    never comes back: connect again to get a fresh process.
+    """
+
+    def __init__(self, server_id: str, command: str, args: list[str]) -> None:
+        self.server_id = server_id
+        self.command = command
+        self.args = args
+        self.server_info: mcp_types.Implementation | None = None
+        self.error: str | None = None
+        self._session: ClientSession | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._closing = False
+        self._closed = False
+        self._stderr: _StderrTail | None = None
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self.error is not None
+
+    def stderr_tail(self) -> str:
+        """The last few KiB the server wrote to stderr (empty if none)."""
+        return self._stderr.tail() if self._stderr is not None else ""
+
+    def _unavailable_message(self) -> str:
+        if self.error is not None:
+            return f"{self.error}. Reconnect with connect_mcp_server() to use its tools again."
+        return f"the connection to MCP server '{self.server_id}' is closed"
+
+    def _on_transport_eof(self) -> None:
+        if self._closing or self.error is not None:
+            return
+        self.error = f"MCP server '{self.server_id}' exited"
+        if self._session is not None:  # during start-up the connect error reports it instead
+            logger.warning("MCP server %r exited unexpectedly", self.server_id)
+        self._stop.set()  # let the owner task reap the process and release the pipes
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def _run(
+        self,
+        params: StdioServerParameters,
+        connect_timeout: float,
+        ready: asyncio.Future[None],
+    ) -> None:
+        """Own the SDK's context managers from start to finish, in this one task."""
+        loop = asyncio.get_running_loop()
+        stderr_transport: asyncio.ReadTransport | None = None
+        errlog: TextIO | None = None
+        try:
+            read_fd, write_fd = os.pipe()
+            errlog = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+            tail = self._stderr = _StderrTail(self.server_id)
+            stderr_transport, _ = await loop.connect_read_pipe(lambda: tail, os.fdopen(read_fd, "rb", buffering=0))
+            async with AsyncExitStack() as stack:
+                try:
+                    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+                finally:
+                    errlog.close()  # the child holds its own copy; ours would hide the EOF
+                session = await stack.enter_async_context(
+                    ClientSession(_EofWatchingStream(read, self._on_transport_eof), write)
+                )
+                with anyio.fail_after(connect_timeout):
+                    init = await session.initialize()
+                self.server_info = init.server_info
+                self._session = session
+                ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:  # the owner task records failures; nobody awaits its exception
+            if not ready.done():
+                ready.set_exception(await self._connect_error(exc, connect_timeout))
+            elif not self._closing and self.error is None:
+                self.error = f"the connection to MCP server '{self.server_id}' failed: {_describe(exc)}"
+                logger.warning("MCP connection %r failed", self.server_id, exc_info=exc)
+        finally:
+            self._session = None
+            self._closed = True
+            if errlog is not None and not errlog.closed:
+                errlog.close()
+            if stderr_transport is not None:
+                stderr_transport.close()
+            if not ready.done():  # pragma: no cover - every path above settles it
+                ready.set_exception(McpConnectionError("connection ended", server_id=self.server_id, retryable=True))
+
+    async def _connect_error(self, exc: BaseException, connect_timeout: float) -> McpConnectionError:
+        exc = _leaf(exc)  # the SDK's task groups wrap what happened in exception groups
+        if isinstance(exc, FileNotFoundError | PermissionError):
+            return McpConnectionError(
+                f"cannot start MCP server '{self.server_id}' ({self.command}): {exc}",
+                server_id=self.server_id,
+                retryable=False,
+            )
+        if isinstance(exc, TimeoutError):
+            reason = f"did not finish initializing within {connect_timeout:g} s"
+        elif isinstance(exc, asyncio.CancelledError):
+            reason = "was cancelled while connecting"
+        else:
+            reason = f"failed to initialize: {_describe(exc)}"
+        tail = await self._settled_stderr_tail()
+        message = f"MCP server '{self.server_id}' ({self.command}) {reason}"
+        if tail:
+            message += f"; its stderr ends with:\n{tail}"
+        return McpConnectionError(message, server_id=self.server_id, retryable=True)
+
+    async def _settled_stderr_tail(self) -> str:
+        """The stderr tail once the pipe is at EOF (bounded wait: a dead server's last words
+        may still be in flight when its stdout EOF arrives)."""
+        if self._stderr is None:
+            return ""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stderr.eof.wait(), _STDERR_SETTLE_SECONDS)
+        return self._stderr.tail()
+
+    async def aclose(self) -> None:
+        """Close the session and stop the server process (idempotent).
+
+        The SDK closes the server's stdin, waits briefly for it to exit, then terminates and
+        finally kills its whole process group, so no server outlives this call.
+        """
+        self._closing = True
+        self._stop.set()
+        task = self._task
+        if task is not None and not task.done():
+            await asyncio.shield(task)
+        self._closed = True
+
+    async def __aenter__(self) -> McpConnection:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _live_session(self) -> ClientSession:
+        session = self._session
+        if session is None or self.closed:
+            raise ToolError(self._unavailable_message())
+        return session
+
+    async def list_tools(self) -> list[mcp_types.Tool]:
+        """All tools the server offers (follows pagination)."""
+        session = self._live_session()
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        while True:
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            try:
+                page = await session.list_tools(params=params)
+            except MCPError as exc:
+                raise await self._request_error(exc, "listing tools") from exc
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: Callable[[str], None] | None = None,
+    ) -> mcp_types.CallToolResult:
+        """One ``tools/call``. Transport and protocol failures become ``ToolError`` naming the
+        server; a tool's own failure is a result with ``is_error`` (not an exception).
+        ``on_progress`` receives the server's progress notifications as short text."""
+        session = self._live_session()
+        progress_callback = None
+        if on_progress is not None:
+            report = on_progress
+
+            async def progress_callback(progress: float, total: float | None, message: str | None) -> None:
+                done = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
+                try:
+                    report(f"{done} {message}" if message else done)
+                except Exception:  # a broken observer must not break the session's receive loop
+                    logger.exception("on_progress callback for MCP tool %r failed", name)
+
+        try:
+            return await session.call_tool(name, arguments, progress_callback=progress_callback)
+        except MCPError as exc:
+            raise await self._request_error(exc, f"the call to '{name}'") from exc
+        except (RuntimeError, ValidationError) as exc:
+            # The SDK validates structured content against the tool's output schema and
+            # rejects malformed results; either way the server, not the model, is at fault.
+            raise ToolError(f"MCP server '{self.server_id}' returned an invalid result for '{name}': {exc}") from exc
+
+    async def _request_error(self, exc: MCPError, what: str) -> ToolError:
+        if exc.code != _CONNECTION_CLOSED:
+            return ToolError(f"MCP server '{self.server_id}' rejected {what}: {exc.message}")
+        if self._closing and self.error is None:
+            return ToolError(f"the connection to MCP server '{self.server_id}' was closed during {what}")
+        if self.error is None:  # EOF raced ahead of our watcher; record it now
+            self._on_transport_eof()
+        message = (
+            f"MCP server '{self.server_id}' exited during {what}; its tools are unavailable until the host reconnects."
+        )
+        tail = await self._settled_stderr_tail()
+        if tail:
+            message += f" Its stderr ends with:\n{tail}"
+        return ToolError(message)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (possibly nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    exc = _leaf(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def connect_mcp_server(
+    command: str,
+    args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    *,
+    server_id: str = "mcp",
+    connect_timeout: float = 30,
+) -> McpConnection:
+    """Spawn a stdio MCP server, initialize the session and return the live connection (SPEC T4).
+
+    Environment: the child does **not** inherit this process's environment. It gets the SDK's
+    short list of safe variables (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``,
+    ``USER`` on POSIX) plus exactly the ``env`` you pass — so API keys in the host's
+    environment never leak to a third-party server by accident; pass the credentials a server
+    needs explicitly.
+
+    ``server_id`` (1–32 of ``[a-zA-Z0-9_-]``) names the server in tool names and error
+    messages. Raises ``InputValidationError`` for bad arguments and ``McpConnectionError``
+    when the process cannot start or does not initialize within ``connect_timeout`` seconds
+    (the process is stopped in that case). Close with ``aclose()`` or ``async with``.
+    """
+    if not isinstance(command, str) or not command:
+        raise InputValidationError("command must be a non-empty string", field="command")
+    if isinstance(args, str):
+        raise InputValidationError("args must be a list of strings, not a string", field="args")
+    if not isinstance(server_id, str) or not _SERVER_ID_RE.match(server_id):
+        raise InputValidationError(
+            f"server_id must be 1-32 characters of [a-zA-Z0-9_-], got {server_id!r}", field="server_id"
+        )
+    if connect_timeout <= 0:
+        raise InputValidationError("connect_timeout must be positive", field="connect_timeout")
+    if env is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise InputValidationError("env must map strings to strings", field="env")
+
+    arg_list = [str(a) for a in args]
+    params = StdioServerParameters(command=command, args=arg_list, env=dict(env) if env else None, cwd=cwd)
+    connection = McpConnection(server_id, command, arg_list)
+    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    connection._task = asyncio.create_task(
+        connection._run(params, connect_timeout, ready), name=f"mcp-connection:{server_id}"
+    )
+    try:
+        await asyncio.shield(ready)
+    except BaseException:
+        # Cancelled while connecting, or the start failed: make sure the owner task has
+        # unwound (and stopped the process) before the caller sees the outcome.
+        connection._closing = True
+        connection._stop.set()
+        if not connection._task.done():
+            connection._task.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(connection._task)
+        raise
+    return connection
+
+
+def mcp_tool_name(tool_name: str, prefix: str | None) -> str:
+    """The agentcore name of an MCP tool: ``<prefix>_<tool>`` reduced to ``[a-zA-Z0-9_-]``,
+    at most 64 characters.
+
+    Names that had to be shortened end with a hash of the full name, so two long names that
+    share a beginning stay distinct and the same tool always gets the same name — durable
+    replay and tool catalogs (SPEC D2, X3) find a tool again by its name.
+    """
+    full = f"{prefix}_{tool_name}" if prefix else tool_name
+    name = _NAME_RE.sub("_", full)
+    if len(name) > _MAX_NAME:
+        digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+        name = f"{name[: _MAX_NAME - 9]}_{digest}"
+    return name
+
+
+async def create_mcp_tools(
+    connection: McpConnection,
+    *,
+    allowed_tools: Sequence[str] | None = None,
+    prefix: str | None = None,
+) -> list[AgentTool]:
+    """Turn the server's tools into ``AgentTool`` objects for ``extra_tools`` (SPEC T3/T4).
+
+    - name: ``<prefix>_<tool>`` via ``mcp_tool_name``; ``prefix`` defaults to the connection's
+      ``server_id`` and ``prefix=""`` keeps the server's bare names.
+    - ``parameters`` is the tool's ``input_schema``, ``output_schema`` its output schema.
+    - ``replay="safe"`` only when the server annotates the tool ``readOnlyHint`` or
+      ``idempotentHint``; otherwise ``"never"`` (an unknown outcome is not repeated).
+      ``read_only=True`` (may run concurrently) only for ``readOnlyHint``: an idempotent
+      write is safe to repeat but not to reorder. Annotations are the server's own claims;
+      only connect servers you trust.
+    - ``allowed_tools`` keeps only the listed tools (server names or the final names); a name
+      the server does not offer raises ``InputValidationError`` with ``field="allowed_tools"``.
+    """
+    if allowed_tools is not None and (
+        isinstance(allowed_tools, str) or not all(isinstance(n, str) for n in allowed_tools)
+    ):
+        raise InputValidationError("allowed_tools must be a list of tool names", field="allowed_tools")
+    if prefix is None:
+        prefix = connection.server_id
+    listed = await connection.list_tools()
+
+    named: list[tuple[str, mcp_types.Tool]] = []
+    seen: set[str] = set()
+    for tool in listed:
+        name = mcp_tool_name(tool.name, prefix)
+        if name in seen:
+            # Two server names collapsed to one after sanitizing: disambiguate by hash.
+            digest = hashlib.sha256(tool.name.encode()).hexdigest()[:8]
+            name = f"{name[: _MAX_NAME - 9]}_{digest}"
+        seen.add(name)
+        named.append((name, tool))
+
+    if allowed_tools is not None:
+        wanted = set(allowed_tools)
+        known = {tool.name for _, tool in named} | {name for name, _ in named}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise InputValidationError(
+                f"allowed_tools names tools that MCP server '{connection.server_id}' does not offer: "
+                f"{', '.join(unknown)} (it offers: {', '.join(sorted(t.name for t in listed)) or 'nothing'})",
+                field="allowed_tools",
+            )
+        named = [(name, tool) for name, tool in named if tool.name in wanted or name in wanted]
+
+    return [_to_agent_tool(connection, name, tool) for name, tool in named]
+
+
+def _to_agent_tool(connection: McpConnection, name: str, tool: mcp_types.Tool) -> AgentTool:
+    hints = tool.annotations
+    read_only = bool(hints and hints.read_only_hint)
+    replay: Replay = "safe" if read_only or bool(hints and hints.idempotent_hint) else "never"
+    description = tool.description or tool.title or f"Tool '{tool.name}' of MCP server '{connection.server_id}'."
+    mcp_name = tool.name
+
+    async def execute(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        result = await _call_with_abort(connection, mcp_name, arguments, ctx.abort, ctx.on_update)
+        if result is None:
+            return ToolResult.text(f"The call to MCP tool '{mcp_name}' was cancelled.", is_error=True)
+        return _to_tool_result(result, accepts_images=ctx.accepts_images)
+
+    return AgentTool(
+        name=name,
+        description=description,
+        parameters=copy.deepcopy(tool.input_schema),
+        execute=execute,
+        output_schema=copy.deepcopy(tool.output_schema) if tool.output_schema is not None else None,
+        replay=replay,
+        read_only=read_only,
+        metadata={
+            "mcp_server_id": connection.server_id,
+            "mcp_tool": mcp_name,
+            "mcp_annotations": hints.model_dump(exclude_none=True) if hints else {},
+        },
+    )
+
+
+async def _call_with_abort(
+    connection: McpConnection,
+    name: str,
+    arguments: dict[str, Any],
+    abort: asyncio.Event,
+    on_progress: Callable[[str], None] | None = None,
+) -> mcp_types.CallToolResult | None:
+    """Run the call in its own task and race it with ``abort``; None means aborted.
+
+    The SDK's reaction to cancelling the call task is to send ``notifications/cancelled``
+    and drop the late response, so the session stays usable. Our caller's own cancellation
+    is passed on to the call task the same way and then re-raised.
+    """
+    if abort.is_set():
+        return None
+    connection._live_session()  # fail fast (ToolError) on a dead connection
+    call = asyncio.create_task(
+        connection.call_tool(name, arguments, on_progress=on_progress),
+        name=f"mcp-call:{connection.server_id}:{name}",
+    )
+    aborted = asyncio.create_task(abort.wait())
+    try:
+        await asyncio.wait({call, aborted}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        aborted.cancel()
+        if not call.done():
+            call.cancel()
+            # Bounded: the courtesy cancel is a short shielded write in the SDK.
+            await asyncio.wait({call}, timeout=_CANCEL_SETTLE_SECONDS)
+            # Should it still be unwinding, nobody will read its outcome; say so to asyncio.
+            call.add_done_callback(_discard_outcome)
+    if not call.done() or call.cancelled():
+        return None
+    return call.result()
+
+
+def _discard_outcome(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _to_tool_result(result: mcp_types.CallToolResult, *, accepts_images: bool) -> ToolResult:
+    content: list[UserContent] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            content.append(TextContent(block.text))
+        elif isinstance(block, mcp_types.ImageContent):
+            if accepts_images:
+                content.append(ImageContent(block.data, block.mime_type))
+            else:
+                content.append(TextContent(f"[image ({block.mime_type}) omitted: this model does not accept images]"))
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, mcp_types.TextResourceContents):
+                content.append(TextContent(f"[resource {resource.uri}]\n{resource.text}"))
+            else:
+                size = len(resource.blob) * 3 // 4
+                mime = resource.mime_type or "application/octet-stream"
+                content.append(TextContent(f"[binary resource {resource.uri} ({mime}, ~{size} bytes) not shown]"))
+        elif isinstance(block, mcp_types.ResourceLink):
+            detail = f": {block.description}" if block.description else ""
+            content.append(TextContent(f"[resource link {block.name} → {block.uri}]{detail}"))
+        elif isinstance(block, mcp_types.AudioContent):
+            content.append(TextContent(f"[audio ({block.mime_type}) not shown]"))
+        else:  # pragma: no cover - future content types
+            content.append(TextContent(f"[unsupported MCP content type {getattr(block, 'type', '?')!r}]"))
+    if not content and result.structured_content is not None:
+        # Servers may answer with structured content only; the model still needs to read it.
+        content.append(TextContent(json.dumps(result.structured_content, ensure_ascii=False)))
+    return ToolResult(content, is_error=result.is_error, structured_content=result.structured_content)

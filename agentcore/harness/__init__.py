@@ -1,0 +1,50 @@
+"""The harness: durable storage behind the runtime (SPEC D1, D4, D6, D8, D9).
+
+Re-exports only. ``storage`` is the contract every backend meets; ``sqlite_store`` and
+``memory_store`` are the built-in backends; ``backup`` copies stores; ``lease`` is the owner
+lock; ``storage_option`` turns ``database_path=`` / ``storage=`` into an open store.
+"""
+
+from agentcore.harness.backup import export_agent_database, import_agent_database
+from agentcore.harness.lease import OwnerLease, lock_path_for
+from agentcore.harness.memory_store import MemoryStorage, MemoryStorageFactory
+from agentcore.harness.sqlite_schema import SCHEMA_VERSION
+from agentcore.harness.sqlite_store import SqliteStorage, SqliteStorageFactory
+from agentcore.harness.storage import (
+    AgentStorage,
+    Commit,
+    Entry,
+    Receipt,
+    Register,
+    RegisterWrite,
+    StorageFactory,
+    StoreState,
+    TaskRow,
+    UsageRow,
+)
+from agentcore.harness.storage_option import open_from_factory, open_storage, resolve_storage_factory
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AgentStorage",
+    "Commit",
+    "Entry",
+    "MemoryStorage",
+    "MemoryStorageFactory",
+    "OwnerLease",
+    "Receipt",
+    "Register",
+    "RegisterWrite",
+    "SqliteStorage",
+    "SqliteStorageFactory",
+    "StorageFactory",
+    "StoreState",
+    "TaskRow",
+    "UsageRow",
+    "export_agent_database",
+    "import_agent_database",
+    "lock_path_for",
+    "open_from_factory",
+    "open_storage",
+    "resolve_storage_factory",
+]

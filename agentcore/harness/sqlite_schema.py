@@ -1,0 +1,234 @@
+"""The SQLite file format of an agent store: recognition, creation and migrations.
+
+A file is an agent store when its 100-byte SQLite header carries our ``application_id`` and it
+has a ``meta`` table. The header check reads raw bytes *before* SQLite ever opens the file, so
+a foreign or corrupt file is refused without SQLite creating ``-wal``/``-shm`` files next to it
+or rolling back a hot journal inside it: it stays byte-for-byte untouched.
+
+A new store is built in a temporary file (rollback-journal mode, so every header field is in
+the main file), switched to WAL, and only then linked into place. A crash during creation
+leaves at most a stray temp file, never a half-made store under the real name.
+
+Migrations: ``MIGRATIONS[n - 1]`` upgrades version ``n`` to ``n + 1``. A fresh store runs the
+frozen v1 DDL and then every migration, so new and migrated stores have one shape. Migrations
+run inside the caller's transaction and must carry open operations' state along (DURABILITY
+pitfalls), never only finished data.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from agentcore.errors import STORE_INVALID, StoreError
+
+APPLICATION_ID = 0x41474E54  # "AGNT" in the SQLite header, offset 68
+SQLITE_MAGIC = b"SQLite format 3\x00"
+HEADER_SIZE = 100
+SQLITE_MAX_PATHNAME = 512  # MAX_PATHNAME of SQLite's unix VFS
+
+# Frozen: the schema of version 1 exactly as released. Never edit; add a migration instead.
+SCHEMA_V1: tuple[str, ...] = (
+    """CREATE TABLE meta (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        schema_version INTEGER NOT NULL,
+        fence INTEGER NOT NULL,
+        store_id TEXT NOT NULL,
+        created TEXT NOT NULL,
+        last_seq INTEGER NOT NULL
+    )""",
+    """CREATE TABLE entries (
+        pos INTEGER PRIMARY KEY,
+        seq INTEGER NOT NULL,
+        id TEXT NOT NULL UNIQUE,
+        conversation_id TEXT NOT NULL,
+        parent_id TEXT,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL
+    )""",
+    """CREATE TABLE registers (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        seq INTEGER NOT NULL
+    )""",
+    """CREATE TABLE usage (
+        pos INTEGER PRIMARY KEY,
+        record_id TEXT NOT NULL UNIQUE,
+        conversation_id TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        seq INTEGER NOT NULL
+    )""",
+    """CREATE TABLE receipts (
+        request_id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        seq INTEGER NOT NULL
+    )""",
+    """CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        seq INTEGER NOT NULL
+    )""",
+)
+
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _v1_to_v2(conn: sqlite3.Connection) -> None:
+    """v2: per-conversation indexes, so one session's transcript or ledger reads without a scan
+    (Studio views, offline cancel). Pure additions: open operations are unaffected."""
+    conn.execute("CREATE INDEX entries_by_conversation ON entries (conversation_id, pos)")
+    conn.execute("CREATE INDEX usage_by_conversation ON usage (conversation_id, pos)")
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1_to_v2,)
+SCHEMA_VERSION = len(MIGRATIONS) + 1
+
+FileKind = Literal["absent", "empty", "agent"]
+
+
+def inspect_store_file(path: Path) -> FileKind:
+    """Classify ``path`` by its raw header, without opening it with SQLite.
+
+    ``empty`` (a zero-byte file, e.g. from ``mkstemp``) is treated like ``absent``: there is no
+    content to protect. Anything else that is not an agent store raises ``store_invalid``.
+    """
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(HEADER_SIZE)
+    except FileNotFoundError:
+        return "absent"
+    except IsADirectoryError:
+        raise _invalid(path, "the path is a directory") from None
+    except OSError as exc:
+        raise _invalid(path, f"cannot read the file ({exc.strerror})") from None
+    if not header:
+        return "empty"
+    if len(header) < HEADER_SIZE or not header.startswith(SQLITE_MAGIC):
+        raise _invalid(path, "not a SQLite database (corrupt or foreign file)")
+    app_id = int.from_bytes(header[68:72], "big", signed=True)
+    if app_id != APPLICATION_ID:
+        raise _invalid(path, f"a SQLite database of another application (application_id {app_id})")
+    return "agent"
+
+
+def check_path_length(path: Path) -> None:
+    """SQLite's unix VFS refuses paths over 512 bytes (its sidecar names add up to 8): say so
+    clearly, before any directory is created, instead of "unable to open database file"."""
+    resolved = os.path.realpath(path)
+    if len(os.fsencode(resolved)) + len("-journal") > SQLITE_MAX_PATHNAME:
+        raise _invalid(
+            path,
+            f"the resolved path is {len(os.fsencode(resolved))} bytes; SQLite accepts at most "
+            f"{SQLITE_MAX_PATHNAME - len('-journal')}",
+        )
+
+
+def read_schema_version(conn: sqlite3.Connection, path: Path) -> int:
+    """The store's schema version, or ``store_invalid`` if it lacks our ``meta`` row."""
+    try:
+        row = conn.execute("SELECT schema_version FROM meta WHERE id = 1").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise _invalid(path, f"not an agent store ({exc})") from None
+    if row is None or not isinstance(row[0], int):
+        raise _invalid(path, "not an agent store (no meta row)")
+    return int(row[0])
+
+
+def check_supported(version: int, path: Path) -> None:
+    if version > SCHEMA_VERSION:
+        raise _invalid(
+            path,
+            f"store schema version {version} is newer than this agentcore supports ({SCHEMA_VERSION}); "
+            "upgrade agentcore to open it",
+            store_version=version,
+            supported_version=SCHEMA_VERSION,
+        )
+    if version < 1:
+        raise _invalid(path, f"store schema version {version} is not valid")
+
+
+def migrate(conn: sqlite3.Connection, from_version: int) -> None:
+    """Run every migration after ``from_version`` (inside the caller's transaction)."""
+    for step in MIGRATIONS[from_version - 1 :]:
+        step(conn)
+    conn.execute("UPDATE meta SET schema_version = ? WHERE id = 1", (SCHEMA_VERSION,))
+
+
+def create_store_file(path: Path) -> None:
+    """Create a fresh, empty agent store at ``path`` (which must not hold a store).
+
+    The caller holds the owner lease. Leftover ``-wal``/``-shm``/``-journal`` files of a deleted
+    database are removed first: SQLite would otherwise replay a stale WAL into the new file.
+    """
+    for suffix in ("-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    tmp = path.parent / f".agentcore-{uuid.uuid4().hex[:12]}.new"
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=DELETE")
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            for statement in SCHEMA_V1:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO meta (id, schema_version, fence, store_id, created, last_seq) VALUES (1, 1, 0, ?, ?, 0)",
+                (uuid.uuid4().hex, datetime.now(UTC).isoformat(timespec="seconds")),
+            )
+            migrate(conn, 1)
+            conn.execute("COMMIT")
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
+        fsync_file(tmp)
+        try:
+            link_new_file(tmp, path)
+        except FileExistsError:
+            raise _invalid(path, "a file appeared at the path while the store was being created") from None
+        _fsync_dir(path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def link_new_file(tmp: Path, path: Path) -> None:
+    """Move the finished file ``tmp`` to ``path``, never overwriting: ``FileExistsError`` if taken."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError:  # file systems without hard links: the owner lease still serializes agent writers
+        if path.exists() or path.is_symlink():
+            raise FileExistsError(str(path)) from None
+        os.rename(tmp, path)
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _invalid(path: Path, reason: str, **details: object) -> StoreError:
+    return StoreError(STORE_INVALID, f"{path}: {reason}", details={"path": str(path), **details})

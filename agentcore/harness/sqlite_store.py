@@ -1,0 +1,329 @@
+"""The SQLite backend: one file per store, WAL, one ``BEGIN IMMEDIATE`` transaction per commit.
+
+Guarantees (SPEC D1, D4, D8; DURABILITY invariants 1-3, 15, 18):
+
+- Every ``commit`` is one immediate transaction: all of it or none of it, with one new ``seq``
+  strictly above every earlier one. ``isolation_level=None`` keeps Python's ``sqlite3`` from
+  opening implicit *deferred* transactions, which fail under contention when they upgrade from
+  a stale snapshot (see DURABILITY pitfalls).
+- ``synchronous=NORMAL`` (the default) in WAL mode: a commit that returned survives the
+  process being killed at any instant, which is the guarantee the runtime relies on. After a
+  power loss or OS crash the last few commits may be lost, but the file is still some prefix
+  of committed transactions. ``synchronous="full"`` fsyncs each commit for power-loss
+  durability at the price of one fsync per commit.
+- One owner: an ``OwnerLease`` on ``<db>.lock``, plus a fencing counter bumped inside the open
+  transaction and checked by every commit, so an owner whose lock was lost anyway can never
+  write after a newer owner opened (``store_fenced``).
+- ``close()`` writes nothing (SQLite may checkpoint the WAL, which changes no content) and
+  releases only this storage's own lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from agentcore.errors import STORE_FENCED, STORE_INVALID, STORE_LOCKED, StoreError
+from agentcore.harness.commit_codec import (
+    EncodedCommit,
+    cas_mismatch,
+    closed_store,
+    decode_payloads,
+    duplicate_entry,
+    encode_commit,
+)
+from agentcore.harness.lease import OwnerLease, lock_path_for
+from agentcore.harness.sqlite_schema import (
+    SCHEMA_VERSION,
+    check_path_length,
+    check_supported,
+    create_store_file,
+    inspect_store_file,
+    migrate,
+    read_schema_version,
+)
+from agentcore.harness.storage import Commit, Entry, Receipt, Register, StoreState, TaskRow, UsageRow
+
+Synchronous = Literal["normal", "full"]
+
+_INSERT_ENTRY = "INSERT INTO entries (id, conversation_id, parent_id, kind, payload, seq) VALUES (?, ?, ?, ?, ?, ?)"
+_UPSERT_REGISTER = (
+    "INSERT INTO registers (key, value, seq) VALUES (?, ?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value, seq = excluded.seq"
+)
+_INSERT_USAGE = "INSERT OR IGNORE INTO usage (record_id, conversation_id, payload, seq) VALUES (?, ?, ?, ?)"
+_UPSERT_RECEIPT = (
+    "INSERT INTO receipts (request_id, conversation_id, payload, seq) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (request_id) DO UPDATE SET conversation_id = excluded.conversation_id, "
+    "payload = excluded.payload, seq = excluded.seq"
+)
+_UPSERT_TASK = (
+    "INSERT INTO tasks (task_id, conversation_id, payload, seq) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (task_id) DO UPDATE SET conversation_id = excluded.conversation_id, "
+    "payload = excluded.payload, seq = excluded.seq"
+)
+
+
+class SqliteStorage:
+    """An open, exclusively owned agent store in one SQLite file. Obtain with ``open()``.
+
+    Thread-safe (one internal mutex); intended to be called from the event loop thread, since a
+    commit costs less than a hop to a worker thread.
+    """
+
+    def __init__(self, label: str, conn: sqlite3.Connection, lease: OwnerLease, fence: int, last_seq: int) -> None:
+        self.label = label
+        self.owner_id = uuid.uuid4().hex
+        self._conn: sqlite3.Connection | None = conn
+        self._lease = lease
+        self._fence = fence
+        self._last_seq = last_seq
+        self._mutex = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        database_path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "normal",
+        busy_timeout_ms: int = 5000,
+    ) -> SqliteStorage:
+        """Take the owner lease, create or migrate the file, bump the fence.
+
+        Raises ``store_locked`` (another owner holds the lease; the message names its pid) or
+        ``store_invalid`` (a foreign, corrupt or too-new file, left byte-for-byte untouched).
+        """
+        path = Path(database_path)
+        check_path_length(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lease = OwnerLease.acquire(lock_path_for(path))
+        except OSError as exc:
+            raise StoreError(
+                STORE_INVALID, f"{path}: cannot create the store here ({exc.strerror})", details={"path": str(path)}
+            ) from exc
+        conn: sqlite3.Connection | None = None
+        try:
+            kind = inspect_store_file(path)
+            if kind != "agent":
+                if kind == "empty":
+                    path.unlink()
+                create_store_file(path)
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            fence, last_seq = _prepare(conn, path, synchronous, busy_timeout_ms)
+            return cls(os.fspath(database_path), conn, lease, fence, last_seq)
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            lease.release()
+            if isinstance(exc, sqlite3.Error):
+                raise _store_error(exc, path) from exc
+            if isinstance(exc, OSError):
+                raise StoreError(STORE_INVALID, f"{path}: {exc}", details={"path": str(path)}) from exc
+            raise
+
+    # -- AgentStorage --------------------------------------------------------------------
+
+    def load(self) -> StoreState:
+        """Everything committed, in seq order (one read transaction, so one consistent view)."""
+        with self._mutex:
+            conn = self._require_open()
+            try:
+                conn.execute("BEGIN")
+                try:
+                    return self._read_state(conn)
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise _store_error(exc, self.label) from exc
+
+    def commit(self, commit: Commit) -> int:
+        """Apply ``commit`` in one immediate transaction; return its new seq.
+
+        Raises ``store_fenced`` if a newer owner opened the store, ``store_invalid`` on a
+        compare-and-swap mismatch, a duplicate entry id or a non-JSON payload. On any error
+        the transaction is rolled back: the store is unchanged.
+        """
+        rows = encode_commit(commit)
+        with self._mutex:
+            conn = self._require_open()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    seq = self._apply(conn, rows)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.IntegrityError as exc:
+                raise self._integrity_error(conn, rows, exc) from exc
+            except sqlite3.Error as exc:
+                raise _store_error(exc, self.label) from exc
+            self._last_seq = seq
+            return seq
+
+    def close(self) -> None:
+        """Close the connection and release this storage's own lease. Writes nothing. Idempotent."""
+        with self._mutex:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+            self._lease.release()
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _require_open(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise closed_store(self.label)
+        return self._conn
+
+    def _apply(self, conn: sqlite3.Connection, rows: EncodedCommit) -> int:
+        seq = self._last_seq + 1
+        # The fence check and the seq bump are one statement: it matches only if no newer owner
+        # opened (fence) and nobody wrote behind our back (last_seq).
+        cur = conn.execute(
+            "UPDATE meta SET last_seq = ? WHERE id = 1 AND fence = ? AND last_seq = ?",
+            (seq, self._fence, self._last_seq),
+        )
+        if cur.rowcount != 1:
+            raise self._fenced(conn)
+        if rows.entries:
+            conn.executemany(_INSERT_ENTRY, [(*row, seq) for row in rows.entries])
+        for key, value, expected in rows.registers:
+            if expected is not None:
+                found = conn.execute("SELECT seq FROM registers WHERE key = ?", (key,)).fetchone()
+                actual = found[0] if found else 0
+                if actual != expected:
+                    raise cas_mismatch(key, expected, actual)
+            if value is None:
+                conn.execute("DELETE FROM registers WHERE key = ?", (key,))
+            else:
+                conn.execute(_UPSERT_REGISTER, (key, value, seq))
+        if rows.usage:
+            conn.executemany(_INSERT_USAGE, [(*row, seq) for row in rows.usage])
+        if rows.receipts:
+            conn.executemany(_UPSERT_RECEIPT, [(*row, seq) for row in rows.receipts])
+        if rows.tasks:
+            conn.executemany(_UPSERT_TASK, [(*row, seq) for row in rows.tasks])
+        return seq
+
+    def _fenced(self, conn: sqlite3.Connection) -> StoreError:
+        fence, last_seq = conn.execute("SELECT fence, last_seq FROM meta WHERE id = 1").fetchone()
+        if fence != self._fence:
+            reason = f"a newer owner opened the store (fence {fence}, ours {self._fence})"
+        else:
+            reason = f"the store was written outside this owner (seq {last_seq}, expected {self._last_seq})"
+        return StoreError(
+            STORE_FENCED,
+            f"{self.label}: {reason}; this owner can no longer write and must be reopened",
+            details={"fence": fence, "owner_fence": self._fence},
+        )
+
+    def _read_state(self, conn: sqlite3.Connection) -> StoreState:
+        fence, last_seq = conn.execute("SELECT fence, last_seq FROM meta WHERE id = 1").fetchone()
+        if fence != self._fence:
+            raise self._fenced(conn)
+        rows = conn.execute(
+            "SELECT id, conversation_id, parent_id, kind, payload, seq FROM entries ORDER BY pos"
+        ).fetchall()
+        payloads = decode_payloads([row[4] for row in rows])
+        entries = [Entry(i, c, p, k, v, s) for (i, c, p, k, _, s), v in zip(rows, payloads, strict=True)]
+        loads = json.loads
+        registers = {
+            k: Register(k, loads(v), s)
+            for k, v, s in conn.execute("SELECT key, value, seq FROM registers ORDER BY seq, rowid")
+        }
+        usage_rows = conn.execute("SELECT record_id, conversation_id, payload, seq FROM usage ORDER BY pos").fetchall()
+        usage_payloads = decode_payloads([row[2] for row in usage_rows])
+        usage = [UsageRow(r, c, v, s) for (r, c, _, s), v in zip(usage_rows, usage_payloads, strict=True)]
+        receipts = {
+            r: Receipt(r, c, loads(p), s)
+            for r, c, p, s in conn.execute(
+                "SELECT request_id, conversation_id, payload, seq FROM receipts ORDER BY seq, rowid"
+            )
+        }
+        tasks = {
+            t: TaskRow(t, c, loads(p), s)
+            for t, c, p, s in conn.execute(
+                "SELECT task_id, conversation_id, payload, seq FROM tasks ORDER BY seq, rowid"
+            )
+        }
+        return StoreState(self.owner_id, self._fence, last_seq, entries, registers, usage, receipts, tasks)
+
+    def _integrity_error(
+        self, conn: sqlite3.Connection, rows: EncodedCommit, exc: sqlite3.IntegrityError
+    ) -> StoreError:
+        """Name the offending entry id (the transaction is already rolled back)."""
+        seen: set[str] = set()
+        for entry_id, *_ in rows.entries:
+            if entry_id in seen:
+                return duplicate_entry(entry_id)
+            seen.add(entry_id)
+        for entry_id, *_ in rows.entries:
+            if conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone():
+                return duplicate_entry(entry_id)
+        return StoreError(STORE_INVALID, f"{self.label}: commit rejected ({exc})")
+
+
+class SqliteStorageFactory:
+    """``storage=`` factory for one SQLite file (what ``database_path=`` resolves to, SPEC D8).
+
+    ``open()`` returns ``(storage, release)``; ``release`` is ``storage.close`` (idempotent).
+    """
+
+    def __init__(
+        self,
+        database_path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "normal",
+        busy_timeout_ms: int = 5000,
+    ) -> None:
+        self.database_path = Path(database_path)
+        self.label = os.fspath(database_path)
+        self.synchronous: Synchronous = synchronous
+        self.busy_timeout_ms = busy_timeout_ms
+
+    def open(self) -> tuple[SqliteStorage, Callable[[], None]]:
+        storage = SqliteStorage.open(
+            self.database_path, synchronous=self.synchronous, busy_timeout_ms=self.busy_timeout_ms
+        )
+        return storage, storage.close
+
+
+def _prepare(conn: sqlite3.Connection, path: Path, synchronous: Synchronous, busy_timeout_ms: int) -> tuple[int, int]:
+    """Pragmas, schema check, migration and fence bump: one immediate transaction."""
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    check_supported(read_schema_version(conn, path), path)  # read-only: refuse before any write
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {'FULL' if synchronous == 'full' else 'NORMAL'}")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = read_schema_version(conn, path)
+        check_supported(version, path)
+        if version < SCHEMA_VERSION:
+            migrate(conn, version)
+        conn.execute("UPDATE meta SET fence = fence + 1 WHERE id = 1")
+        fence, last_seq = conn.execute("SELECT fence, last_seq FROM meta WHERE id = 1").fetchone()
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+    return int(fence), int(last_seq)
+
+
+def _store_error(exc: sqlite3.Error, where: str | Path) -> StoreError:
+    name = getattr(exc, "sqlite_errorname", "")
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return StoreError(STORE_LOCKED, f"{where}: the database is busy ({exc})", details={"sqlite_error": name})
+    return StoreError(STORE_INVALID, f"{where}: {exc}", details={"sqlite_error": name})

@@ -1,0 +1,412 @@
+"""Anthropic Messages adapter (``POST {base_url}/v1/messages``, SSE) — SPEC P1, P2, M5, L8.
+
+Thinking is ``{type: enabled, budget_tokens}`` from a level→budget table (always below
+``max_tokens``), or explicitly ``disabled`` on a reasoning model when effort is off. Signed
+thinking, redacted thinking and native web-search blocks are replayed only to the model that
+produced them. Prompt caching: the system prompt and the last message carry
+``cache_control`` breakpoints, so each turn reads the previous turn's prefix from cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import httpx
+from httpx_sse import ServerSentEvent
+
+from agentcore.messages import (
+    AssistantMessage,
+    Message,
+    NativeContent,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserContent,
+    UserMessage,
+)
+from agentcore.models.attributes import ResolvedModel
+from agentcore.providers.base import (
+    BlockStart,
+    ProviderFailure,
+    ProviderRequest,
+    SourcesFound,
+    StreamEvent,
+    ToolSpec,
+    WebSearchUpdate,
+)
+from agentcore.providers.shared import (
+    IMAGE_OMITTED,
+    MessageBuilder,
+    WireCache,
+    classify_payload,
+    content_key,
+    dumps,
+    finish,
+    mapped_effort,
+    new_http_client,
+    run_sse_stream,
+    same_model,
+)
+
+API_KIND = "anthropic-messages"
+ANTHROPIC_VERSION = "2023-06-01"
+THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32000, "max": 64000}
+MIN_BUDGET = 1024
+ANSWER_ROOM = 1024  # output tokens left for the answer after the thinking budget
+WEB_SEARCH_TOOL = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
+_STOP: dict[str, StopReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "refusal": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_use",
+    "pause_turn": "pause_turn",
+}
+_ID_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
+_CACHE = {"type": "ephemeral"}
+
+
+def messages_url(base_url: str) -> str:
+    """Like the Anthropic SDK: the base URL excludes ``/v1`` (but one ending in ``/v1`` works too)."""
+    base = base_url.rstrip("/")
+    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+
+def wire_tool_id(tool_call_id: str) -> str:
+    """Anthropic ids must match ``^[a-zA-Z0-9_-]+$`` (ids from other providers may not)."""
+    return _ID_CHARS.sub("_", tool_call_id.partition("|")[0])[:64] or "tool"
+
+
+def _user_blocks(content: list[UserContent], model: ResolvedModel) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            if block.text:
+                blocks.append({"type": "text", "text": block.text})
+        elif model.accepts_images:
+            source = {"type": "base64", "media_type": block.mime_type, "data": block.data}
+            blocks.append({"type": "image", "source": source})
+        else:
+            blocks.append({"type": "text", "text": IMAGE_OMITTED})
+    return blocks
+
+
+def _assistant_blocks(message: AssistantMessage, model: ResolvedModel) -> list[dict[str, Any]]:
+    replay = same_model(message, API_KIND, model)
+    blocks: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text:
+                blocks.append({"type": "text", "text": block.text})
+        elif isinstance(block, ToolCall):
+            blocks.append(
+                {"type": "tool_use", "id": wire_tool_id(block.id), "name": block.name, "input": block.arguments}
+            )
+        elif isinstance(block, ThinkingContent):
+            if not replay or not block.signature:
+                continue  # unsigned or foreign reasoning cannot be replayed
+            if block.redacted:
+                blocks.append({"type": "redacted_thinking", "data": block.signature})
+            else:
+                blocks.append({"type": "thinking", "thinking": block.thinking, "signature": block.signature})
+        elif isinstance(block, NativeContent) and replay and block.api_kind == API_KIND:
+            blocks.append(block.payload)
+    return blocks
+
+
+def message_wire(message: Message, model: ResolvedModel) -> dict[str, Any] | None:
+    """A user/assistant message → its wire message; a tool result → its ``tool_result``
+    block (merged into one user message per run by the adapter). ``None``: nothing to send."""
+    if isinstance(message, UserMessage):
+        blocks = _user_blocks(message.content, model)
+        return {"role": "user", "content": blocks} if blocks else None
+    if isinstance(message, AssistantMessage):
+        blocks = _assistant_blocks(message, model)
+        return {"role": "assistant", "content": blocks} if blocks else None
+    return _tool_result_block(message, model)
+
+
+def _tool_result_block(message: ToolResultMessage, model: ResolvedModel) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": wire_tool_id(message.tool_call_id),
+        "content": _user_blocks(message.content, model) or [{"type": "text", "text": "(no output)"}],
+    }
+    if message.is_error:
+        block["is_error"] = True
+    return block
+
+
+def tool_dicts(tools: list[ToolSpec], web_search: bool) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+    ]
+    if web_search:
+        out.append(dict(WEB_SEARCH_TOOL))
+    return out
+
+
+def thinking_config(model: ResolvedModel, level: str | None, max_tokens: int) -> tuple[dict[str, Any] | None, int]:
+    """(thinking param, max_tokens). The budget leaves ``ANSWER_ROOM`` tokens of ``max_tokens``
+    for the answer (raising ``max_tokens`` only when even the 1024 minimum would not fit)."""
+    if not model.reasoning:
+        return None, max_tokens
+    if level is None:
+        return {"type": "disabled"}, max_tokens
+    upstream = mapped_effort(model, level, {k: str(v) for k, v in THINKING_BUDGETS.items()})
+    if upstream is None:
+        return {"type": "disabled"}, max_tokens
+    try:
+        budget = int(upstream)
+    except ValueError:
+        budget = THINKING_BUDGETS.get(upstream, THINKING_BUDGETS["medium"])
+    budget = min(budget, max_tokens - ANSWER_ROOM)
+    if budget < MIN_BUDGET:
+        budget = MIN_BUDGET
+        max_tokens = max(max_tokens, 2 * MIN_BUDGET)
+    return {"type": "enabled", "budget_tokens": budget}, max_tokens
+
+
+def _with_cache_breakpoint(message: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the message whose last cacheable block carries ``cache_control``."""
+    content = list(message["content"])
+    for i in range(len(content) - 1, -1, -1):
+        if content[i].get("type") in ("text", "image", "tool_result", "tool_use"):
+            content[i] = {**content[i], "cache_control": _CACHE}
+            break
+    return {**message, "content": content}
+
+
+class AnthropicParser:
+    """Messages SSE → stream events. Keyed by the wire ``index`` of each content block."""
+
+    def __init__(self, builder: MessageBuilder) -> None:
+        self.builder = builder
+        self.done = False
+        self.failure: ProviderFailure | None = None
+        self.stop_reason: StopReason = "stop"
+        self.blocks: dict[int, tuple[str, int]] = {}
+        self.server_tools: dict[int, tuple[dict[str, Any], list[str]]] = {}
+        self.cited: set[str] = set()
+
+    def on_end(self) -> Iterable[StreamEvent]:
+        return ()
+
+    def feed(self, sse: ServerSentEvent) -> Iterable[StreamEvent]:
+        kind = sse.event
+        if kind == "ping":
+            return ()
+        data = json.loads(sse.data)
+        if kind == "content_block_delta":
+            return self._delta(data["index"], data["delta"])
+        if kind == "content_block_start":
+            return self._start(data["index"], data["content_block"])
+        if kind == "content_block_stop":
+            return self._stop(data["index"])
+        if kind == "message_start":
+            self._usage((data.get("message") or {}).get("usage") or {})
+        elif kind == "message_delta":
+            self._usage(data.get("usage") or {})
+            reason = (data.get("delta") or {}).get("stop_reason")
+            if reason:
+                self.stop_reason = _STOP.get(reason, "stop")
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            self.failure = classify_payload(data)
+            self.done = True
+        return ()
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        u = self.builder.usage
+        if usage.get("input_tokens") is not None:
+            u.input_tokens = int(usage["input_tokens"])
+        if usage.get("cache_read_input_tokens") is not None:
+            u.cached_input_tokens = int(usage["cache_read_input_tokens"])
+        if usage.get("cache_creation_input_tokens") is not None:
+            u.cache_creation_tokens = int(usage["cache_creation_input_tokens"])
+        if usage.get("output_tokens") is not None:
+            u.output_tokens = int(usage["output_tokens"])
+
+    def _start(self, wire_index: int, block: dict[str, Any]) -> Iterable[StreamEvent]:
+        b = self.builder
+        block_type = block.get("type")
+        start: BlockStart
+        if block_type == "text":
+            start = b.open_text(block.get("text") or "")
+        elif block_type == "thinking":
+            start = b.open_thinking()
+        elif block_type == "redacted_thinking":
+            start = b.open_thinking(signature=block.get("data", ""), redacted=True)
+        elif block_type == "tool_use":
+            start = b.open_tool(block["id"], block["name"])
+        elif block_type == "server_tool_use":
+            self.server_tools[wire_index] = (dict(block), [])
+            return (WebSearchUpdate({"id": block.get("id", ""), "status": "running", "sources": []}),)
+        elif block_type == "web_search_tool_result":
+            return self._search_result(block)
+        else:
+            return ()
+        self.blocks[wire_index] = (str(block_type), start.index)
+        return (start,)
+
+    def _delta(self, wire_index: int, delta: dict[str, Any]) -> Iterable[StreamEvent]:
+        b = self.builder
+        delta_type = delta.get("type")
+        if wire_index in self.server_tools:
+            if delta_type == "input_json_delta":
+                self.server_tools[wire_index][1].append(delta.get("partial_json", ""))
+            return ()
+        entry = self.blocks.get(wire_index)
+        if entry is None:
+            return ()
+        index = entry[1]
+        if delta_type == "text_delta":
+            return (b.text(index, delta["text"]),)
+        if delta_type == "thinking_delta":
+            return (b.thinking(index, delta["thinking"]),)
+        if delta_type == "input_json_delta":
+            return (b.tool_args(index, delta.get("partial_json", "")),)
+        if delta_type == "signature_delta":
+            b.set_signature(index, delta["signature"])
+        elif delta_type == "citations_delta":
+            citation = delta.get("citation") or {}
+            url = citation.get("url")
+            if url and url not in self.cited:
+                self.cited.add(url)
+                source = {"url": url}
+                for field in ("title", "cited_text"):
+                    if citation.get(field):
+                        source[field] = citation[field]
+                return (SourcesFound([source]),)
+        return ()
+
+    def _stop(self, wire_index: int) -> Iterable[StreamEvent]:
+        server = self.server_tools.pop(wire_index, None)
+        if server is not None:
+            block, parts = server
+            try:
+                block["input"] = json.loads("".join(parts)) if parts else block.get("input") or {}
+            except json.JSONDecodeError:
+                block["input"] = {}
+            self.builder.add_native(API_KIND, block)
+            search = {"id": block.get("id", ""), "status": "running", "sources": []}
+            query = block["input"].get("query") if isinstance(block["input"], dict) else None
+            if query:
+                search["query"] = query
+            return (WebSearchUpdate(search),)
+        entry = self.blocks.get(wire_index)
+        if entry is not None and entry[0] == "tool_use":
+            end = self.builder.close_tool(entry[1])
+            return (end,) if end is not None else ()
+        return ()
+
+    def _search_result(self, block: dict[str, Any]) -> Iterable[StreamEvent]:
+        self.builder.add_native(API_KIND, block)
+        content = block.get("content")
+        search: dict[str, Any] = {"id": block.get("tool_use_id", ""), "sources": []}
+        if isinstance(content, list):
+            search["status"] = "success"
+            search["sources"] = [
+                {"url": r["url"], "title": r.get("title", "")} for r in content if isinstance(r, dict) and r.get("url")
+            ]
+        else:
+            search["status"] = "failed"
+            search["error"] = (content or {}).get("error_code", "unknown") if isinstance(content, dict) else "unknown"
+        return (WebSearchUpdate(search),)
+
+
+class AnthropicMessagesProvider:
+    api_kind = API_KIND
+
+    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
+        """``client``: a shared pool (not closed here); without one, a private pool is made lazily."""
+        self._client = client
+        self._owns_client = client is None
+        self._cache = WireCache()
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = new_http_client()
+        return self._client
+
+    def _messages(self, messages: list[Message], model: ResolvedModel) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        results: list[dict[str, Any]] | None = None
+        cache = self._cache
+        for message in messages:
+            key = content_key(message, API_KIND, model)
+            wire = cache.get(message, key)
+            if wire is None:
+                wire = cache.put(message, key, message_wire(message, model) or {})
+            if not wire:
+                continue
+            if isinstance(message, ToolResultMessage):
+                if results is None:
+                    results = []
+                    out.append({"role": "user", "content": results})
+                results.append(wire)
+            else:
+                results = None
+                out.append(wire)
+        if out:
+            out[-1] = _with_cache_breakpoint(out[-1])
+        return out
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        model = request.model
+        max_tokens = request.max_tokens or model.max_tokens
+        thinking, max_tokens = thinking_config(model, request.effort, max_tokens)
+        body: dict[str, Any] = {
+            "model": model.model_id,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "messages": self._messages(request.messages, model),
+        }
+        if request.system_prompt:
+            body["system"] = [{"type": "text", "text": request.system_prompt, "cache_control": _CACHE}]
+        tools = tool_dicts(request.tools, request.web_search)
+        if tools:
+            body["tools"] = tools
+        if thinking is not None:
+            body["thinking"] = thinking
+        return body
+
+    def headers(self, model: ResolvedModel) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "anthropic-version": ANTHROPIC_VERSION,
+        }
+        if model.api_key:
+            headers["x-api-key"] = model.api_key
+        return headers
+
+    async def stream(self, request: ProviderRequest, abort: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
+        builder = MessageBuilder(request.model)
+        parser = AnthropicParser(builder)
+        url = messages_url(request.model.base_url)
+        try:
+            body = dumps(self.build_body(request))
+        except (TypeError, ValueError) as exc:
+            yield finish(
+                builder, API_KIND, "error", ProviderFailure("bad_request", f"could not encode the request: {exc}")
+            )
+            return
+        async for event in run_sse_stream(
+            self.client, url, self.headers(request.model), body, abort, parser, builder, API_KIND
+        ):
+            yield event
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None

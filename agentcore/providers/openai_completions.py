@@ -1,0 +1,309 @@
+"""Chat Completions adapter (``POST {base_url}/chat/completions``, SSE) — SPEC P1, M5, L8.
+
+The lowest common denominator: OpenAI, and local servers (Ollama, vLLM, llama.cpp, LM
+Studio). Choices made for that breadth:
+
+- ``max_completion_tokens`` carries the output limit (OpenAI's current name; its reasoning
+  models reject ``max_tokens``; vLLM and recent llama.cpp/Ollama accept it).
+- Reasoning arrives as ``reasoning_content`` (vLLM, DeepSeek, llama.cpp) or ``reasoning``
+  (Ollama, OpenRouter); it is never sent back (DeepSeek rejects it in input).
+- Tool results cannot hold images, so images from a run of tool results follow it in one
+  user message.
+- ``stream_options.include_usage`` asks for the usage chunk; ``[DONE]`` is the terminal event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import httpx
+from httpx_sse import ServerSentEvent
+
+from agentcore.messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    StopReason,
+    TextContent,
+    ToolCall,
+    UserContent,
+    UserMessage,
+)
+from agentcore.models.attributes import ResolvedModel
+from agentcore.providers.base import ProviderFailure, ProviderRequest, StreamEvent, ToolSpec
+from agentcore.providers.shared import (
+    IMAGE_OMITTED,
+    MessageBuilder,
+    WireCache,
+    bearer_headers,
+    classify_payload,
+    content_key,
+    dumps,
+    endpoint,
+    finish,
+    image_url,
+    new_http_client,
+    openai_effort,
+    run_sse_stream,
+)
+
+API_KIND = "openai-completions"
+_FINISH: dict[str, StopReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "stop",
+    "eos": "stop",
+}
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
+
+
+def wire_tool_id(tool_call_id: str) -> str:
+    """OpenAI limits tool call ids to 40 characters."""
+    return tool_call_id.partition("|")[0][:40]
+
+
+def _user_content(content: list[UserContent], model: ResolvedModel) -> str | list[dict[str, Any]]:
+    if all(isinstance(b, TextContent) for b in content):
+        return "".join(b.text for b in content if isinstance(b, TextContent))
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            parts.append({"type": "text", "text": block.text})
+        elif model.accepts_images:
+            parts.append({"type": "image_url", "image_url": {"url": image_url(block.data, block.mime_type)}})
+        else:
+            parts.append({"type": "text", "text": IMAGE_OMITTED})
+    return parts
+
+
+def _assistant(message: AssistantMessage) -> dict[str, Any] | None:
+    text = "".join(b.text for b in message.content if isinstance(b, TextContent))
+    calls = [
+        {
+            "id": wire_tool_id(b.id),
+            "type": "function",
+            "function": {"name": b.name, "arguments": json.dumps(b.arguments)},
+        }
+        for b in message.content
+        if isinstance(b, ToolCall)
+    ]
+    if not text and not calls:
+        return None
+    wire: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        wire["tool_calls"] = calls
+    return wire
+
+
+def message_wire(message: Message, model: ResolvedModel) -> tuple[dict[str, Any] | None, list[ImageContent]]:
+    """A transcript message → (wire message or None, images that must follow in a user message)."""
+    if isinstance(message, UserMessage):
+        if not message.content:
+            return None, []
+        return {"role": "user", "content": _user_content(message.content, model)}, []
+    if isinstance(message, AssistantMessage):
+        return _assistant(message), []
+    images = [b for b in message.content if isinstance(b, ImageContent)] if model.accepts_images else []
+    text = message.text
+    if not text and any(isinstance(b, ImageContent) for b in message.content):
+        text = "(see the attached image)" if images else IMAGE_OMITTED
+    return {"role": "tool", "tool_call_id": wire_tool_id(message.tool_call_id), "content": text}, images
+
+
+def _images_message(images: list[ImageContent]) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "Images returned by the tool calls above:"}]
+    parts += [{"type": "image_url", "image_url": {"url": image_url(i.data, i.mime_type)}} for i in images]
+    return {"role": "user", "content": parts}
+
+
+def tool_dicts(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in tools
+    ]
+
+
+class CompletionsParser:
+    """Chat chunks → stream events. Text and reasoning open a new block when the kind
+    switches; tool calls are keyed by their ``index`` and closed at ``finish_reason``."""
+
+    def __init__(self, builder: MessageBuilder) -> None:
+        self.builder = builder
+        self.done = False
+        self.failure: ProviderFailure | None = None
+        self.stop_reason: StopReason = "stop"
+        self.current: tuple[str, int] | None = None
+        self.tools: dict[int, int] = {}
+        self.finished = False
+
+    def on_end(self) -> Iterable[StreamEvent]:
+        return self.builder.close_all_tools() if self.done else ()
+
+    def feed(self, sse: ServerSentEvent) -> Iterable[StreamEvent]:
+        if sse.data == "[DONE]":
+            self.done = True
+            return ()
+        chunk = json.loads(sse.data)
+        if chunk.get("error"):
+            self.failure = classify_payload(chunk)
+            self.done = True
+            return ()
+        usage = chunk.get("usage")
+        if usage:
+            self._usage(usage)
+        choices = chunk.get("choices")
+        if not choices:
+            return ()
+        choice = choices[0]
+        events: list[StreamEvent] = []
+        delta = choice.get("delta")
+        if delta:
+            self._delta(delta, events)
+        reason = choice.get("finish_reason")
+        if reason:
+            self._finish(reason, events)
+        return events
+
+    def _block(self, kind: str) -> int:
+        if self.current is not None and self.current[0] == kind:
+            return self.current[1]
+        return -1
+
+    def _delta(self, delta: dict[str, Any], events: list[StreamEvent]) -> None:
+        b = self.builder
+        for name in _REASONING_FIELDS:
+            reasoning = delta.get(name)
+            if reasoning:
+                index = self._block("thinking")
+                if index < 0:
+                    start = b.open_thinking()
+                    events.append(start)
+                    index = start.index
+                    self.current = ("thinking", index)
+                events.append(b.thinking(index, reasoning))
+                break
+        content = delta.get("content")
+        if content:
+            index = self._block("text")
+            if index < 0:
+                start = b.open_text()
+                events.append(start)
+                index = start.index
+                self.current = ("text", index)
+            events.append(b.text(index, content))
+        for position, call in enumerate(delta.get("tool_calls") or ()):
+            wire_index = call.get("index", position)
+            function = call.get("function") or {}
+            tool_index = self.tools.get(wire_index)
+            if tool_index is None:
+                start = b.open_tool(call.get("id") or f"call_{wire_index}", function.get("name", ""))
+                events.append(start)
+                tool_index = self.tools[wire_index] = start.index
+                self.current = None
+            arguments = function.get("arguments")
+            if arguments:
+                events.append(b.tool_args(tool_index, arguments))
+
+    def _finish(self, reason: str, events: list[StreamEvent]) -> None:
+        events.extend(self.builder.close_all_tools())
+        self.finished = True
+        if reason == "abort":
+            self.failure = ProviderFailure(
+                "provider_aborted", "the server aborted the generation (finish_reason: abort)"
+            )
+        elif reason == "error":
+            self.failure = ProviderFailure("provider_error", "the server reported an error (finish_reason: error)")
+        else:
+            self.stop_reason = _FINISH.get(reason, "stop")
+            if self.stop_reason == "stop" and self.builder.tool_calls:
+                self.stop_reason = "tool_use"  # some local servers say "stop" after tool calls
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        u = self.builder.usage
+        details = usage.get("prompt_tokens_details") or {}
+        cached = int(details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0)
+        u.input_tokens = max(0, int(usage.get("prompt_tokens") or 0) - cached)
+        u.cached_input_tokens = cached
+        u.output_tokens = int(usage.get("completion_tokens") or 0)
+        u.reasoning_tokens = int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
+
+
+class OpenAICompletionsProvider:
+    api_kind = API_KIND
+
+    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
+        """``client``: a shared pool (not closed here); without one, a private pool is made lazily."""
+        self._client = client
+        self._owns_client = client is None
+        self._cache = WireCache()
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = new_http_client()
+        return self._client
+
+    def _messages(self, request: ProviderRequest) -> list[dict[str, Any]]:
+        model = request.model
+        out: list[dict[str, Any]] = []
+        if request.system_prompt:
+            out.append({"role": "system", "content": request.system_prompt})
+        pending_images: list[ImageContent] = []
+        cache = self._cache
+        for message in request.messages:
+            key = content_key(message, API_KIND, model)
+            entry = cache.get(message, key)
+            if entry is None:
+                entry = cache.put(message, key, message_wire(message, model))
+            wire, images = entry
+            if wire is None:
+                continue
+            if pending_images and wire["role"] != "tool":
+                out.append(_images_message(pending_images))
+                pending_images = []
+            out.append(wire)
+            pending_images.extend(images)
+        if pending_images:
+            out.append(_images_message(pending_images))
+        return out
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        model = request.model
+        body: dict[str, Any] = {
+            "model": model.model_id,
+            "messages": self._messages(request),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_completion_tokens": request.max_tokens or model.max_tokens,
+        }
+        if request.tools:
+            body["tools"] = tool_dicts(request.tools)
+        effort = openai_effort(model, request.effort)
+        if effort is not None:
+            body["reasoning_effort"] = effort
+        return body
+
+    async def stream(self, request: ProviderRequest, abort: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
+        builder = MessageBuilder(request.model)
+        parser = CompletionsParser(builder)
+        url = endpoint(request.model.base_url, "/chat/completions")
+        try:
+            body = dumps(self.build_body(request))
+        except (TypeError, ValueError) as exc:
+            yield finish(
+                builder, API_KIND, "error", ProviderFailure("bad_request", f"could not encode the request: {exc}")
+            )
+            return
+        headers = bearer_headers(request.model.api_key)
+        async for event in run_sse_stream(self.client, url, headers, body, abort, parser, builder, API_KIND):
+            yield event
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None

@@ -1,0 +1,344 @@
+"""OpenAI Responses adapter (``POST {base_url}/responses``, SSE) — SPEC P1, P2, M5, L8.
+
+Requests are stateless (``store: false``): reasoning is replayed from the encrypted
+reasoning item we keep as the thinking block's signature, and only to the model that
+produced it. A tool call's id is ``"{call_id}|{item_id}"`` so both ids survive a replay;
+other adapters use the part before ``|``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import httpx
+from httpx_sse import ServerSentEvent
+
+from agentcore.messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    NativeContent,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserContent,
+    UserMessage,
+)
+from agentcore.models.attributes import ResolvedModel
+from agentcore.providers.base import (
+    ProviderFailure,
+    ProviderRequest,
+    SourcesFound,
+    StreamEvent,
+    ToolSpec,
+    WebSearchUpdate,
+)
+from agentcore.providers.shared import (
+    IMAGE_OMITTED,
+    MessageBuilder,
+    WireCache,
+    bearer_headers,
+    classify_payload,
+    content_key,
+    dumps,
+    endpoint,
+    finish,
+    image_url,
+    new_http_client,
+    openai_effort,
+    run_sse_stream,
+    same_model,
+)
+
+API_KIND = "openai-responses"
+
+
+def _split_id(tool_call_id: str) -> tuple[str, str | None]:
+    call_id, _, item_id = tool_call_id.partition("|")
+    return call_id, item_id or None
+
+
+def _user_parts(content: list[UserContent], model: ResolvedModel) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, TextContent):
+            parts.append({"type": "input_text", "text": block.text})
+        elif model.accepts_images:
+            parts.append({"type": "input_image", "image_url": image_url(block.data, block.mime_type), "detail": "auto"})
+        else:
+            parts.append({"type": "input_text", "text": IMAGE_OMITTED})
+    return parts
+
+
+def _assistant_items(message: AssistantMessage, model: ResolvedModel) -> list[dict[str, Any]]:
+    replay = same_model(message, API_KIND, model)
+    items: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text:
+                items.append({"role": "assistant", "content": block.text})
+        elif isinstance(block, ToolCall):
+            call_id, item_id = _split_id(block.id)
+            item: dict[str, Any] = {
+                "type": "function_call",
+                "call_id": call_id,
+                "name": block.name,
+                "arguments": json.dumps(block.arguments),
+            }
+            if item_id and replay:
+                item["id"] = item_id
+            items.append(item)
+        elif isinstance(block, ThinkingContent):
+            if replay and block.signature:
+                try:
+                    reasoning = json.loads(block.signature)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(reasoning, dict) and reasoning.get("type") == "reasoning":
+                    items.append(reasoning)
+        elif isinstance(block, NativeContent) and replay and block.api_kind == API_KIND:
+            items.append(block.payload)
+    return items
+
+
+def message_items(message: Message, model: ResolvedModel) -> list[dict[str, Any]]:
+    """One transcript message → its Responses input items (pure; cached by the adapter)."""
+    if isinstance(message, UserMessage):
+        return [{"role": "user", "content": _user_parts(message.content, model)}] if message.content else []
+    if isinstance(message, AssistantMessage):
+        return _assistant_items(message, model)
+    return _tool_result_items(message, model)
+
+
+def _tool_result_items(message: ToolResultMessage, model: ResolvedModel) -> list[dict[str, Any]]:
+    call_id, _ = _split_id(message.tool_call_id)
+    has_images = any(isinstance(b, ImageContent) for b in message.content)
+    output: Any
+    if has_images:
+        output = _user_parts(message.content, model)
+    else:
+        output = message.text
+    return [{"type": "function_call_output", "call_id": call_id, "output": output}]
+
+
+def tool_dicts(tools: list[ToolSpec], web_search: bool) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
+        for t in tools
+    ]
+    if web_search:
+        out.append({"type": "web_search"})
+    return out
+
+
+class ResponsesParser:
+    """Responses SSE → stream events. Keyed by ``output_index`` of each output item."""
+
+    def __init__(self, builder: MessageBuilder) -> None:
+        self.builder = builder
+        self.done = False
+        self.failure: ProviderFailure | None = None
+        self.stop_reason: StopReason = "stop"
+        self.blocks: dict[int, int] = {}
+        self.cited: set[str] = set()
+
+    def on_end(self) -> Iterable[StreamEvent]:
+        return ()
+
+    def feed(self, sse: ServerSentEvent) -> Iterable[StreamEvent]:
+        data = json.loads(sse.data)
+        kind = data.get("type", sse.event)
+        b = self.builder
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            return (b.text(self.blocks[data["output_index"]], data["delta"]),)
+        if kind == "response.function_call_arguments.delta":
+            return (b.tool_args(self.blocks[data["output_index"]], data["delta"]),)
+        if kind == "response.reasoning_summary_text.delta":
+            return (b.thinking(self.blocks[data["output_index"]], data["delta"]),)
+        if kind == "response.output_item.added":
+            return self._item_added(data["output_index"], data["item"])
+        if kind == "response.output_item.done":
+            return self._item_done(data["output_index"], data["item"])
+        if kind == "response.reasoning_summary_part.added" and data.get("summary_index", 0) > 0:
+            index = self.blocks.get(data["output_index"])
+            if index is not None and b.has_parts(index):
+                return (b.thinking(index, "\n\n"),)
+            return ()
+        if kind in ("response.completed", "response.incomplete", "response.failed"):
+            self._terminal(data.get("response") or {})
+            return ()
+        if kind == "error":
+            self.failure = classify_payload(data)
+            self.done = True
+        return ()
+
+    def _item_added(self, output_index: int, item: dict[str, Any]) -> Iterable[StreamEvent]:
+        b = self.builder
+        item_type = item.get("type")
+        if item_type == "message":
+            start = b.open_text()
+        elif item_type == "reasoning":
+            start = b.open_thinking()
+        elif item_type == "function_call":
+            call_id = f"{item.get('call_id', '')}|{item['id']}" if item.get("id") else str(item.get("call_id", ""))
+            start = b.open_tool(call_id, item.get("name", ""))
+        elif item_type == "web_search_call":
+            return (WebSearchUpdate({"id": item.get("id", ""), "status": "running", "sources": []}),)
+        else:
+            return ()
+        self.blocks[output_index] = start.index
+        return (start,)
+
+    def _item_done(self, output_index: int, item: dict[str, Any]) -> Iterable[StreamEvent]:
+        b = self.builder
+        item_type = item.get("type")
+        index = self.blocks.get(output_index)
+        if item_type == "function_call" and index is not None:
+            end = b.close_tool(index, item.get("arguments"))
+            return (end,) if end is not None else ()
+        if item_type == "reasoning" and index is not None:
+            if not b.has_parts(index):
+                summary = "\n\n".join(p.get("text", "") for p in item.get("summary") or [])
+                if summary:
+                    b.thinking(index, summary)
+            b.set_signature(index, json.dumps(item))
+            return ()
+        if item_type == "message" and index is not None:
+            return self._message_done(index, item)
+        if item_type == "web_search_call":
+            return self._search_done(item)
+        return ()
+
+    def _message_done(self, index: int, item: dict[str, Any]) -> Iterable[StreamEvent]:
+        b = self.builder
+        sources: list[dict[str, Any]] = []
+        texts: list[str] = []
+        for part in item.get("content") or []:
+            texts.append(part.get("text") or part.get("refusal") or "")
+            for note in part.get("annotations") or []:
+                url = note.get("url")
+                if note.get("type") == "url_citation" and url and url not in self.cited:
+                    self.cited.add(url)
+                    source = {"url": url}
+                    if note.get("title"):
+                        source["title"] = note["title"]
+                    sources.append(source)
+        if not b.has_parts(index) and any(texts):
+            b.text(index, "".join(texts))
+        return (SourcesFound(sources),) if sources else ()
+
+    def _search_done(self, item: dict[str, Any]) -> Iterable[StreamEvent]:
+        self.builder.add_native(API_KIND, item)
+        action = item.get("action") or {}
+        failed = item.get("status") == "failed"
+        search: dict[str, Any] = {
+            "id": item.get("id", ""),
+            "status": "failed" if failed else "success",
+            "sources": [{"url": s["url"]} for s in action.get("sources") or [] if s.get("url")],
+        }
+        if action.get("query"):
+            search["query"] = action["query"]
+        if failed:
+            search["error"] = "web search failed"
+        return (WebSearchUpdate(search),)
+
+    def _terminal(self, response: dict[str, Any]) -> None:
+        self.done = True
+        usage = response.get("usage")
+        if usage:
+            u = self.builder.usage
+            cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
+            u.input_tokens = max(0, int(usage.get("input_tokens") or 0) - cached)
+            u.cached_input_tokens = cached
+            u.output_tokens = int(usage.get("output_tokens") or 0)
+            u.reasoning_tokens = int((usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0)
+        status = response.get("status")
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        if status == "failed":
+            self.failure = classify_payload(response.get("error") or {"message": "the response failed"})
+        elif status == "cancelled":
+            self.failure = ProviderFailure(
+                "provider_aborted", f"the provider cancelled the response ({reason or status})"
+            )
+        elif status == "incomplete" and reason == "max_output_tokens":
+            self.stop_reason = "length"
+        elif status == "incomplete" and reason != "content_filter":
+            self.failure = ProviderFailure("provider_aborted", f"the response is incomplete ({reason})")
+        else:
+            output = response.get("output") or []
+            called = any(isinstance(item, dict) and item.get("type") == "function_call" for item in output)
+            self.stop_reason = "tool_use" if self.builder.tool_calls or called else "stop"
+
+
+class OpenAIResponsesProvider:
+    api_kind = API_KIND
+
+    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
+        """``client``: a shared pool (not closed here); without one, a private pool is made lazily."""
+        self._client = client
+        self._owns_client = client is None
+        self._cache = WireCache()
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = new_http_client()
+        return self._client
+
+    def _input(self, messages: list[Message], model: ResolvedModel) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cache = self._cache
+        for message in messages:
+            key = content_key(message, API_KIND, model)
+            converted = cache.get(message, key)
+            if converted is None:
+                converted = cache.put(message, key, message_items(message, model))
+            items.extend(converted)
+        return items
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        model = request.model
+        body: dict[str, Any] = {
+            "model": model.model_id,
+            "input": self._input(request.messages, model),
+            "stream": True,
+            "store": False,
+            "max_output_tokens": request.max_tokens or model.max_tokens,
+        }
+        if request.system_prompt:
+            body["instructions"] = request.system_prompt
+        tools = tool_dicts(request.tools, request.web_search)
+        if tools:
+            body["tools"] = tools
+        effort = openai_effort(model, request.effort)
+        if effort is not None:
+            body["reasoning"] = {"effort": effort, "summary": "auto"}
+            body["include"] = ["reasoning.encrypted_content"]
+        if request.session_id:
+            body["prompt_cache_key"] = request.session_id
+        return body
+
+    async def stream(self, request: ProviderRequest, abort: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
+        builder = MessageBuilder(request.model)
+        parser = ResponsesParser(builder)
+        url = endpoint(request.model.base_url, "/responses")
+        try:
+            body = dumps(self.build_body(request))
+        except (TypeError, ValueError) as exc:
+            yield finish(
+                builder, API_KIND, "error", ProviderFailure("bad_request", f"could not encode the request: {exc}")
+            )
+            return
+        headers = bearer_headers(request.model.api_key)
+        async for event in run_sse_stream(self.client, url, headers, body, abort, parser, builder, API_KIND):
+            yield event
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None

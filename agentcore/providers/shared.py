@@ -1,0 +1,538 @@
+"""What the three wire-protocol adapters share: transport, SSE loop, cancellation, failure
+classification, message assembly and the per-message wire cache (SPEC P1, L2, L7, L8).
+
+Why httpx + httpx-sse and not the official SDKs: the SDKs cost roughly 10x the transport
+floor per request (pydantic models for every chunk, per-request option merging, work that
+grows with history), and the agent loop must stay within 1.5x of raw httpx at 100 turns.
+So the hot path here is: look up each message's cached wire dict, ``json.dumps`` the body
+once, stream, and turn SSE events into plain dataclasses. No pydantic on the hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import json
+import re
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable
+from typing import Any, Protocol
+
+import httpx
+from httpx_sse import EventSource, ServerSentEvent, SSEError
+
+from agentcore.messages import (
+    AssistantContent,
+    AssistantMessage,
+    Message,
+    NativeContent,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    Usage,
+)
+from agentcore.models.attributes import ResolvedModel
+from agentcore.providers.base import (
+    BlockStart,
+    ProviderFailure,
+    StreamEnd,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+)
+
+RAW_ARGUMENTS_KEY = "__raw_arguments__"
+"""Tool-call arguments that are not a JSON object are kept as text under this key, so the
+engine can tell the model its call was malformed instead of the adapter crashing."""
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=60.0)
+
+
+def new_http_client() -> httpx.AsyncClient:
+    """One pooled client per registry/provider, never one per request."""
+    return httpx.AsyncClient(
+        timeout=DEFAULT_TIMEOUT,
+        limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0),
+    )
+
+
+def endpoint(base_url: str, path: str) -> str:
+    """``base_url`` + protocol path. A bare host (no path) gets ``/v1`` first, so both
+    ``https://api.anthropic.com`` and ``http://localhost:11434/v1`` work."""
+    base = base_url.rstrip("/")
+    if "/" not in base.split("://", 1)[-1]:
+        base += "/v1"
+    return base + path
+
+
+# --- effort ----------------------------------------------------------------------------
+
+_OPENAI_EFFORT = {
+    "minimal": "minimal",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+    "max": "xhigh",
+}
+_MISSING = object()
+
+
+def mapped_effort(model: ResolvedModel, level: str | None, defaults: dict[str, str]) -> str | None:
+    """The upstream value for a clamped level: the model's ``thinking_level_map`` wins
+    (``None`` there = unsupported → send nothing), else the protocol default."""
+    if level is None or not model.reasoning:
+        return None
+    mapped = model.thinking_level_map.get(level, _MISSING)
+    if mapped is not _MISSING:
+        return mapped if isinstance(mapped, str) else None
+    return defaults.get(level)
+
+
+def openai_effort(model: ResolvedModel, level: str | None) -> str | None:
+    return mapped_effort(model, level, _OPENAI_EFFORT)
+
+
+# --- failure classification -----------------------------------------------------------------
+
+_OVERFLOW = re.compile(
+    r"prompt is too long|context[_ ]length[_ ]exceeded|exceeds the context window|maximum context length"
+    r"|context window exceeds|reduce the length of the messages|input is too long|too many tokens"
+    r"|exceeds the available context size|greater than the context length|exceeded max context length"
+    r"|input token count.*exceeds|maximum prompt length|token limit exceeded|prompt too long",
+    re.IGNORECASE,
+)
+_QUOTA = re.compile(
+    r"insufficient_quota|exceeded your current quota|credit balance is too low|billing|payment required",
+    re.IGNORECASE,
+)
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"})
+_ERROR_TYPE_KINDS: dict[str, tuple[str, int | None]] = {
+    "overloaded_error": ("status", 529),
+    "api_error": ("status", 500),
+    "rate_limit_error": ("status", 429),
+    "rate_limit_exceeded": ("status", 429),
+    "server_error": ("status", 500),
+    "timeout_error": ("status", 504),
+    "authentication_error": ("auth", None),
+    "permission_error": ("auth", None),
+    "invalid_api_key": ("auth", None),
+    "billing_error": ("quota", None),
+    "invalid_request_error": ("bad_request", None),
+    "not_found_error": ("bad_request", None),
+    "request_too_large": ("overflow", None),
+}
+
+
+def is_overflow(message: str, code: str | None = None) -> bool:
+    return code == "context_length_exceeded" or bool(_OVERFLOW.search(message))
+
+
+def error_fields(payload: Any) -> tuple[str, str | None, str | None]:
+    """(message, code, type) from any provider error shape: OpenAI ``{"error": {...}}``,
+    Anthropic ``{"type": "error", "error": {...}}``, Ollama ``{"error": "text"}``, bare objects."""
+    error = payload.get("error", payload) if isinstance(payload, dict) else payload
+    if isinstance(error, str):
+        return error, None, None
+    if not isinstance(error, dict):
+        return str(payload), None, None
+    message = error.get("message") or error.get("detail") or json.dumps(error)[:500]
+    code = error.get("code")
+    kind = error.get("type")
+    return str(message), str(code) if code is not None else None, str(kind) if kind is not None else None
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` (OpenAI) or ``retry-after`` (seconds or HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def classify_status(status: int, body: bytes, headers: httpx.Headers) -> ProviderFailure:
+    """An HTTP error response → failure kind (the only place statuses get a meaning)."""
+    text = body.decode("utf-8", "replace")
+    try:
+        message, code, kind = error_fields(json.loads(text))
+    except json.JSONDecodeError:
+        message, code, kind = text.strip()[:500] or f"HTTP {status}", None, None
+    described = f"HTTP {status}: {message}"
+    retry_after = parse_retry_after(headers)
+    if is_overflow(message, code) or status == 413 or kind == "request_too_large":
+        return ProviderFailure("overflow", described, status)
+    if status == 402 or code in _QUOTA_CODES or kind == "billing_error" or _QUOTA.search(message):
+        return ProviderFailure("quota", described, status)
+    if status in (401, 403):
+        return ProviderFailure("auth", described, status)
+    if status in (408, 409, 429) or status >= 500:
+        return ProviderFailure("status", described, status, retry_after)
+    return ProviderFailure("bad_request", described, status)
+
+
+def classify_payload(payload: Any) -> ProviderFailure:
+    """An error reported inside a 200 stream (SSE ``error`` event, ``response.failed``)."""
+    message, code, kind = error_fields(payload)
+    if is_overflow(message, code):
+        return ProviderFailure("overflow", message)
+    if code in _QUOTA_CODES or kind == "billing_error" or _QUOTA.search(message):
+        return ProviderFailure("quota", message)
+    for key in (kind, code):
+        if key in _ERROR_TYPE_KINDS:
+            failure_kind, status = _ERROR_TYPE_KINDS[key]
+            return ProviderFailure(failure_kind, message, status)  # type: ignore[arg-type]
+    return ProviderFailure("provider_error", message)
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """Streamed tool arguments → dict; anything else is kept raw under ``RAW_ARGUMENTS_KEY``."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {RAW_ARGUMENTS_KEY: text}
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}
+
+
+# --- the message under construction ----------------------------------------------------------
+
+
+class _OpenTool:
+    __slots__ = ("args", "id", "name")
+
+    def __init__(self, call_id: str, name: str) -> None:
+        self.id = call_id
+        self.name = name
+        self.args: list[str] = []
+
+
+class MessageBuilder:
+    """Collects streamed blocks. Text is joined once at the end (deltas can number in the
+    thousands); tool calls enter the message only when complete, so a dropped stream never
+    leaves a half-received call behind."""
+
+    def __init__(self, model: ResolvedModel) -> None:
+        self.model = model
+        self.blocks: list[AssistantContent | None] = []
+        self.parts: dict[int, list[str]] = {}
+        self.tools: dict[int, _OpenTool] = {}
+        self.usage = Usage()
+        self.tool_calls = 0
+
+    def open_text(self, initial: str = "") -> BlockStart:
+        index = len(self.blocks)
+        self.blocks.append(TextContent(""))
+        self.parts[index] = [initial] if initial else []
+        return BlockStart(index, "text")
+
+    def open_thinking(self, signature: str | None = None, redacted: bool = False) -> BlockStart:
+        index = len(self.blocks)
+        self.blocks.append(ThinkingContent("", signature, redacted))
+        self.parts[index] = []
+        return BlockStart(index, "thinking")
+
+    def text(self, index: int, delta: str) -> TextDelta:
+        self.parts[index].append(delta)
+        return TextDelta(index, delta)
+
+    def thinking(self, index: int, delta: str) -> ThinkingDelta:
+        self.parts[index].append(delta)
+        return ThinkingDelta(index, delta)
+
+    def has_parts(self, index: int) -> bool:
+        return bool(self.parts.get(index))
+
+    def set_signature(self, index: int, signature: str) -> None:
+        block = self.blocks[index]
+        if isinstance(block, ThinkingContent):
+            block.signature = signature
+
+    def open_tool(self, call_id: str, name: str) -> BlockStart:
+        index = len(self.blocks)
+        self.blocks.append(None)
+        self.tools[index] = _OpenTool(call_id, name)
+        return BlockStart(index, "tool_call", call_id, name)
+
+    def tool_args(self, index: int, delta: str) -> ToolCallDelta:
+        self.tools[index].args.append(delta)
+        return ToolCallDelta(index, delta)
+
+    def close_tool(self, index: int, arguments: str | None = None) -> ToolCallEnd | None:
+        tool = self.tools.pop(index, None)
+        if tool is None:
+            return None
+        call = ToolCall(tool.id, tool.name, parse_arguments(arguments if arguments is not None else "".join(tool.args)))
+        self.blocks[index] = call
+        self.tool_calls += 1
+        return ToolCallEnd(index, call)
+
+    def close_all_tools(self) -> list[ToolCallEnd]:
+        return [end for index in list(self.tools) if (end := self.close_tool(index)) is not None]
+
+    def add_native(self, api_kind: str, payload: dict[str, Any]) -> None:
+        self.blocks.append(NativeContent(api_kind, self.model.model_id, payload))
+
+    def message(self, api_kind: str, stop_reason: StopReason, failure: ProviderFailure | None) -> AssistantMessage:
+        content: list[AssistantContent] = []
+        for index, block in enumerate(self.blocks):
+            if block is None:
+                continue  # a tool call whose arguments never completed
+            parts = self.parts.get(index)
+            if isinstance(block, TextContent):
+                block.text = "".join(parts) if parts is not None else block.text
+                if not block.text:
+                    continue
+            elif isinstance(block, ThinkingContent) and parts is not None:
+                block.thinking = "".join(parts)
+                if not block.thinking and not block.signature:
+                    continue
+            content.append(block)
+        self.usage.cost = self.model.price(self.usage)
+        return AssistantMessage(
+            content=content,
+            api_kind=api_kind,
+            provider=self.model.provider,
+            model=self.model.model_id,
+            stop_reason=stop_reason,
+            usage=self.usage,
+            error_message=failure.message if failure is not None else None,
+        )
+
+
+# --- the per-message wire cache ----------------------------------------------------------------
+
+
+class WireCache:
+    """Wire-format form of each transcript message, computed once per message object.
+
+    Keyed by ``id(message)`` and holding the message itself (so an id is never reused while
+    its entry lives), plus a key for what the conversion depended on (target model, content
+    length — a message whose content list is edited in place is converted again). Bounded:
+    the oldest half is dropped when full."""
+
+    def __init__(self, limit: int = 8192) -> None:
+        self._entries: dict[int, tuple[Message, Hashable, Any]] = {}
+        self._limit = limit
+
+    def get(self, message: Message, key: Hashable) -> Any:
+        entry = self._entries.get(id(message))
+        if entry is not None and entry[0] is message and entry[1] == key:
+            return entry[2]
+        return None
+
+    def put(self, message: Message, key: Hashable, value: Any) -> Any:
+        if len(self._entries) >= self._limit:
+            for stale in list(self._entries)[: self._limit // 2]:
+                del self._entries[stale]
+        self._entries[id(message)] = (message, key, value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def same_model(message: AssistantMessage, api_kind: str, model: ResolvedModel) -> bool:
+    """Native content and signed reasoning go back only to the model that produced them."""
+    return message.api_kind == api_kind and message.model == model.model_id
+
+
+def content_key(message: Message, api_kind: str, model: ResolvedModel) -> Hashable:
+    return (api_kind, model.model_id, model.accepts_images, len(message.content))
+
+
+def image_url(data: str, mime_type: str) -> str:
+    return f"data:{mime_type};base64,{data}"
+
+
+IMAGE_OMITTED = "(image omitted: this model does not accept images)"
+
+
+# --- cancellation -------------------------------------------------------------------------------
+
+
+class AbortScope:
+    """Turns an ``abort`` event into prompt cancellation of the in-flight HTTP read.
+
+    While the adapter awaits the network (``reading``), setting ``abort`` cancels the
+    reading task — the same mechanism ``asyncio.timeout`` uses, including ``uncancel`` so an
+    outside cancellation is never swallowed. Outside reads nothing is interrupted: the
+    adapter checks ``abort`` before every read. This costs one waiter per stream instead of
+    one task per received event."""
+
+    def __init__(self, abort: asyncio.Event | None) -> None:
+        self.abort = abort
+        self.reading = False
+        self._fired = False
+        self._task: asyncio.Task[Any] | None = None
+        self._waiter: asyncio.Future[Any] | None = None
+        if abort is not None:
+            self._waiter = asyncio.ensure_future(abort.wait())
+            self._waiter.add_done_callback(self._on_abort)
+
+    @property
+    def aborted(self) -> bool:
+        return self.abort is not None and self.abort.is_set()
+
+    def enter_read(self) -> None:
+        self._task = asyncio.current_task()
+        self.reading = True
+
+    def _on_abort(self, waiter: asyncio.Future[Any]) -> None:
+        if waiter.cancelled() or not self.reading or self._fired or self._task is None:
+            return
+        self._fired = True
+        self._task.cancel()
+
+    def absorb(self) -> bool:
+        """Inside ``except CancelledError``: True when the cancellation was ours alone."""
+        self.reading = False
+        if not self._fired or self._task is None:
+            return False
+        self._fired = False
+        return self._task.uncancel() == 0
+
+    def close(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.cancel()
+
+
+class _Aborted(Exception):
+    pass
+
+
+class SSEParser(Protocol):
+    """A protocol's event interpreter. ``feed`` returns the stream events for one SSE event;
+    ``done`` is set by the terminal event; ``failure``/``stop_reason`` describe the end."""
+
+    done: bool
+    failure: ProviderFailure | None
+    stop_reason: StopReason
+
+    def feed(self, sse: ServerSentEvent) -> Iterable[StreamEvent]: ...
+
+    def on_end(self) -> Iterable[StreamEvent]:
+        """Events owed when the stream ends (e.g. tool calls closed by the terminal chunk)."""
+        ...
+
+
+async def run_sse_stream(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    body: bytes,
+    abort: asyncio.Event | None,
+    parser: SSEParser,
+    builder: MessageBuilder,
+    api_kind: str,
+) -> AsyncIterator[StreamEvent]:
+    """POST ``body``, stream SSE through ``parser``, always finish with one ``StreamEnd``."""
+    scope = AbortScope(abort)
+    response: httpx.Response | None = None
+    events: AsyncGenerator[ServerSentEvent, None] | None = None
+    failure: ProviderFailure | None = None
+    try:
+        try:
+            if scope.aborted:
+                raise _Aborted
+            request = client.build_request("POST", url, content=body, headers=headers)
+            scope.enter_read()
+            try:
+                response = await client.send(request, stream=True)
+            except asyncio.CancelledError:
+                if scope.absorb():
+                    raise _Aborted from None
+                raise
+            scope.reading = False
+            if response.status_code != 200:
+                scope.enter_read()
+                try:
+                    error_body = await response.aread()
+                except asyncio.CancelledError:
+                    if scope.absorb():
+                        raise _Aborted from None
+                    raise
+                scope.reading = False
+                failure = classify_status(response.status_code, error_body, response.headers)
+            else:
+                events = EventSource(response).aiter_sse()
+                while not parser.done:
+                    if scope.aborted:
+                        raise _Aborted
+                    scope.enter_read()
+                    try:
+                        sse = await anext(events)
+                    except StopAsyncIteration:
+                        break
+                    except asyncio.CancelledError:
+                        if scope.absorb():
+                            raise _Aborted from None
+                        raise
+                    scope.reading = False
+                    for event in parser.feed(sse):
+                        yield event
+                for event in parser.on_end():
+                    yield event
+                failure = parser.failure
+                if failure is None and not parser.done:
+                    failure = ProviderFailure("incomplete", "the stream ended without its terminal event")
+        except _Aborted:
+            failure = ProviderFailure("cancelled", "the request was cancelled")
+        except httpx.TimeoutException as exc:
+            failure = ProviderFailure("connection", f"timed out: {type(exc).__name__}")
+        except httpx.HTTPError as exc:
+            failure = ProviderFailure("connection", f"connection error: {exc or type(exc).__name__}")
+        except SSEError as exc:
+            failure = ProviderFailure("provider_error", f"not an event stream: {exc}")
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            failure = ProviderFailure("provider_error", f"malformed stream event: {type(exc).__name__}: {exc}")
+        finally:
+            scope.reading = False
+            scope.close()
+            if events is not None:
+                with contextlib.suppress(Exception):
+                    await events.aclose()
+            if response is not None:
+                await response.aclose()
+    except Exception as exc:  # closing the response failed; never raise once streaming started
+        failure = failure or ProviderFailure("connection", f"connection error: {exc}")
+    yield finish(builder, api_kind, parser.stop_reason, failure)
+
+
+def finish(
+    builder: MessageBuilder, api_kind: str, stop_reason: StopReason, failure: ProviderFailure | None
+) -> StreamEnd:
+    if failure is not None:
+        stop_reason = "aborted" if failure.kind == "cancelled" else "error"
+    message = builder.message(api_kind, stop_reason, failure)
+    return StreamEnd(message, failure, message.usage)
+
+
+def bearer_headers(api_key: str | None) -> dict[str, str]:
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def dumps(body: dict[str, Any]) -> bytes:
+    """The one JSON encoding of a request."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()

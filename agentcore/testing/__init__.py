@@ -1,0 +1,46 @@
+"""Real test doubles: a scripted fake provider server speaking all three wire protocols (SPEC T5, P3)."""
+
+from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest, Responder, echo_responder
+from agentcore.testing.steps import (
+    Aborted,
+    Delay,
+    Disconnect,
+    Hang,
+    HttpError,
+    NoTerminal,
+    Overflow,
+    Step,
+    Stop,
+    StreamError,
+    Text,
+    Thinking,
+    ToolCall,
+    Usage,
+    WebSearch,
+    response_from_json,
+    step_from_json,
+)
+
+__all__ = [
+    "Aborted",
+    "Delay",
+    "Disconnect",
+    "FakeProviderServer",
+    "Hang",
+    "HttpError",
+    "NoTerminal",
+    "Overflow",
+    "RecordedRequest",
+    "Responder",
+    "Step",
+    "Stop",
+    "StreamError",
+    "Text",
+    "Thinking",
+    "ToolCall",
+    "Usage",
+    "WebSearch",
+    "echo_responder",
+    "response_from_json",
+    "step_from_json",
+]

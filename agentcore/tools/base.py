@@ -1,0 +1,87 @@
+"""The tool contract shared by built-in tools, extra tools and MCP tools (SPEC T3).
+
+A tool is plain data plus an async ``execute``. The engine validates arguments against
+``parameters`` with a real JSON-schema validator after ``prepare_arguments`` repaired them,
+so ``execute`` may trust its input shape. Business failures raise ``ToolError`` (or return
+``is_error=True``); the message goes back to the model as a tool result it can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from agentcore.messages import ImageContent, TextContent, UserContent
+
+if TYPE_CHECKING:
+    from agentcore.tools.guard import PathGuard
+
+Replay: TypeAlias = Literal["never", "safe"]
+
+
+@dataclass(slots=True)
+class ToolResult:
+    content: list[UserContent]
+    is_error: bool = False
+    structured_content: Any = None
+    terminate: bool = False
+
+    @classmethod
+    def text(cls, text: str, *, is_error: bool = False, terminate: bool = False) -> ToolResult:
+        return cls([TextContent(text)], is_error=is_error, terminate=terminate)
+
+    @classmethod
+    def image(cls, data: str, mime_type: str, note: str = "") -> ToolResult:
+        content: list[UserContent] = [TextContent(note)] if note else []
+        content.append(ImageContent(data, mime_type))
+        return cls(content)
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a running tool may use. ``guard`` enforces the permission policy for paths."""
+
+    workdir: Path
+    guard: PathGuard
+    abort: asyncio.Event
+    tool_call_id: str
+    accepts_images: bool = True
+    scratch_dir: Path | None = None  # where bash saves full output of truncated commands
+    on_update: Callable[[str], None] | None = None  # partial progress → `tool` update events
+
+
+ToolExecute: TypeAlias = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+@dataclass(slots=True)
+class AgentTool:
+    """One tool the model may call.
+
+    ``replay`` says what recovery may do when the process died after the call started but
+    before its result was committed: ``never`` (default) → the model is told the outcome is
+    unknown; ``safe`` → the call is executed again with the persisted arguments.
+    ``read_only`` tools from one model response may run concurrently.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    execute: ToolExecute
+    prepare_arguments: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    output_schema: dict[str, Any] | None = None
+    replay: Replay = "never"
+    read_only: bool = False
+    builtin: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class ToolDefinition:
+    """The host's governance of an extra tool: exposed at all, and approved automatically?"""
+
+    name: str
+    enabled: bool = True
+    auto_approve: bool = True

@@ -1,0 +1,185 @@
+"""Preparing, validating and executing tool calls (SPEC T3).
+
+The engine calls ``prepare_call`` with the model's raw arguments, then ``execute_call``.
+Everything that can go wrong with a call becomes a ``ToolResult`` with ``is_error=True`` the
+model can read and correct — invalid JSON, a schema violation (naming the field), a
+``ToolError`` or any other exception from the tool, structured content that does not match
+``output_schema``. Only ``asyncio.CancelledError`` (and exception types the caller lists in
+``propagate``, such as ``UserInputRequired`` for a tool that pauses the run) escape.
+
+Concurrency: independent ``read_only`` calls from one model response may run at the same
+time; a call that is not read-only runs alone, after everything before it and before
+everything after it. ``run_concurrently`` does exactly that and returns results in the
+model's order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, ValidationError
+
+from agentcore.errors import ToolError
+from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+
+MAX_REPORTED_ERRORS: Final = 5
+
+
+def _field_of(error: ValidationError) -> str:
+    """The argument a validation error is about, as a dotted path (``$`` for the whole object)."""
+    path = [str(part) for part in error.absolute_path]
+    required = error.validator_value
+    if error.validator == "required" and isinstance(error.instance, dict) and isinstance(required, list):
+        missing = [name for name in required if name not in error.instance]
+        if missing:
+            path.append(str(missing[0]))
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set((error.schema.get("properties") or {}) if isinstance(error.schema, dict) else ())
+        extra = [name for name in error.instance if name not in allowed]
+        if extra:
+            path.append(str(extra[0]))
+    return ".".join(path) or "$"
+
+
+def describe_validation_errors(errors: Sequence[ValidationError]) -> str:
+    ordered = sorted(errors, key=lambda e: (list(map(str, e.absolute_path)), str(e.message)))
+    lines = [f"- {_field_of(error)}: {error.message}" for error in ordered[:MAX_REPORTED_ERRORS]]
+    if len(ordered) > MAX_REPORTED_ERRORS:
+        lines.append(f"- … and {len(ordered) - MAX_REPORTED_ERRORS} more")
+    return "\n".join(lines)
+
+
+def validate_against(schema: dict[str, Any], instance: Any) -> list[ValidationError]:
+    """All errors of ``instance`` against a Draft 2020-12 ``schema``; a broken schema raises SchemaError."""
+    Draft202012Validator.check_schema(schema)
+    return list(Draft202012Validator(schema).iter_errors(instance))
+
+
+def prepare_call(tool: AgentTool, raw_arguments: Any) -> dict[str, Any] | ToolResult:
+    """Repair (``prepare_arguments``) and validate the model's arguments for ``tool``.
+
+    Returns the arguments to execute with, or an error ``ToolResult`` that tells the model
+    which field was wrong so it can call again.
+    """
+    arguments = raw_arguments
+    if isinstance(arguments, str | bytes):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            return ToolResult.text(f"Invalid arguments for tool {tool.name!r}: not valid JSON ({exc})", is_error=True)
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        return ToolResult.text(
+            f"Invalid arguments for tool {tool.name!r}: expected a JSON object, got {type(arguments).__name__}",
+            is_error=True,
+        )
+    if tool.prepare_arguments is not None:
+        try:
+            arguments = tool.prepare_arguments(dict(arguments))
+        except Exception as exc:
+            return ToolResult.text(f"Invalid arguments for tool {tool.name!r}: {_message(exc)}", is_error=True)
+    try:
+        errors = validate_against(tool.parameters, arguments)
+    except SchemaError as exc:
+        return ToolResult.text(f"Tool {tool.name!r} has an invalid parameter schema: {exc.message}", is_error=True)
+    if errors:
+        return ToolResult.text(
+            f"Invalid arguments for tool {tool.name!r}:\n{describe_validation_errors(errors)}\n"
+            "Fix these fields and call the tool again.",
+            is_error=True,
+        )
+    return dict(arguments)
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, ToolError):
+        return str(exc) or "tool failed"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def execute_call(
+    tool: AgentTool,
+    arguments: dict[str, Any],
+    ctx: ToolContext,
+    *,
+    propagate: tuple[type[BaseException], ...] = (),
+) -> ToolResult:
+    """Run ``tool`` with prepared ``arguments``; never raises except CancelledError and ``propagate``."""
+    try:
+        result = await tool.execute(arguments, ctx)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        if propagate and isinstance(exc, propagate):
+            raise
+        return ToolResult.text(_message(exc), is_error=True)
+    if not isinstance(result, ToolResult):
+        return ToolResult.text(
+            f"Tool {tool.name!r} returned {type(result).__name__} instead of a ToolResult", is_error=True
+        )
+    if tool.output_schema is not None and not result.is_error:
+        try:
+            errors = validate_against(tool.output_schema, result.structured_content)
+        except SchemaError as exc:
+            return ToolResult.text(f"Tool {tool.name!r} has an invalid output schema: {exc.message}", is_error=True)
+        if errors:
+            return ToolResult.text(
+                f"Tool {tool.name!r} returned structured content that does not match its output schema:\n"
+                f"{describe_validation_errors(errors)}",
+                is_error=True,
+                terminate=result.terminate,
+            )
+    return result
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """One call of a model response, ready to run (arguments already prepared)."""
+
+    tool: AgentTool
+    arguments: dict[str, Any]
+    ctx: ToolContext
+
+
+async def run_concurrently(
+    calls: Sequence[PendingCall],
+    *,
+    max_concurrency: int = 8,
+    propagate: tuple[type[BaseException], ...] = (),
+) -> list[ToolResult]:
+    """Run a response's calls: consecutive read-only calls together, others one at a time, in order.
+
+    Results come back in the order of ``calls`` regardless of completion order.
+    """
+    results: list[ToolResult | None] = [None] * len(calls)
+    limit = asyncio.Semaphore(max(1, max_concurrency))
+
+    async def run(index: int) -> None:
+        call = calls[index]
+        async with limit:
+            results[index] = await execute_call(call.tool, call.arguments, call.ctx, propagate=propagate)
+
+    index = 0
+    while index < len(calls):
+        if not calls[index].tool.read_only:
+            await run(index)
+            index += 1
+            continue
+        batch_end = index
+        while batch_end < len(calls) and calls[batch_end].tool.read_only:
+            batch_end += 1
+        try:
+            async with asyncio.TaskGroup() as group:
+                for position in range(index, batch_end):
+                    group.create_task(run(position))
+        except BaseExceptionGroup as failed:  # only `propagate` exceptions get here
+            raise failed.exceptions[0] from None
+        index = batch_end
+    return [result for result in results if result is not None]

@@ -1,0 +1,84 @@
+"""The ``ls`` tool: one directory's entries, sorted, directories marked with ``/`` (SPEC T1).
+
+Symbolic links are listed as ``name -> target`` and never followed, so a link cannot make an
+outside directory look like part of the workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from typing import Any, Final
+
+from agentcore.errors import ToolError
+from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.guard import PathGuard
+from agentcore.tools.truncate import MAX_BYTES, truncate_head
+
+LS_DEFAULT_LIMIT: Final = 500
+
+DESCRIPTION = (
+    "List a directory (default: the working directory): entries sorted by name, including dotfiles; directories "
+    f"end with `/`, symbolic links show `name -> target`. Returns at most limit entries (default {LS_DEFAULT_LIMIT})."
+)
+
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "Directory to list. Default: working directory."},
+        "limit": {"type": "integer", "minimum": 1, "description": f"Maximum entries (default {LS_DEFAULT_LIMIT})."},
+    },
+    "additionalProperties": False,
+}
+
+
+def _describe(entry: os.DirEntry[str], dir_fd: int) -> str:
+    try:
+        if entry.is_symlink():
+            return f"{entry.name} -> {os.readlink(entry.name, dir_fd=dir_fd)}"
+        if entry.is_dir(follow_symlinks=False):
+            return entry.name + "/"
+    except OSError:
+        pass
+    return entry.name
+
+
+def ls_path(guard: PathGuard, path: str, limit: int) -> ToolResult:
+    fd, real = guard.open_file(path, os.O_RDONLY | os.O_NONBLOCK)
+    shown = guard.display(real)
+    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise ToolError(f"{shown} is not a directory; use read to see a file")
+        with os.scandir(fd) as it:
+            entries = sorted(it, key=lambda e: (e.name.casefold(), e.name))
+        lines = [_describe(entry, fd) for entry in entries]
+    finally:
+        os.close(fd)
+    if not lines:
+        return ToolResult.text(f"{shown} is empty.")
+    notes: list[str] = []
+    if len(lines) > limit:
+        notes.append(f"[Showing {limit} of {len(lines)} entries; raise limit or use find to narrow.]")
+        lines = lines[:limit]
+    bounded = truncate_head("\n".join(lines), max_lines=1_000_000)
+    if bounded.truncated:
+        notes.append(f"[Output cut at {MAX_BYTES // 1024} KB; use find to narrow.]")
+    return ToolResult.text(bounded.text + ("\n\n" + "\n".join(notes) if notes else ""))
+
+
+async def _execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    limit = int(args.get("limit") or LS_DEFAULT_LIMIT)
+    return await asyncio.to_thread(ls_path, ctx.guard, args.get("path") or ".", limit)
+
+
+def make_ls_tool() -> AgentTool:
+    return AgentTool(
+        name="ls",
+        description=DESCRIPTION,
+        parameters=PARAMETERS,
+        execute=_execute,
+        replay="safe",
+        read_only=True,
+        builtin=True,
+    )

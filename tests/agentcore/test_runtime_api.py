@@ -1,0 +1,104 @@
+"""The runtime's public surface (SPEC R1–R4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentcore import AgentError, AgentInput, InputValidationError, create_agent
+from agentcore.testing.steps import Text
+from tests.helpers import collect, final
+
+
+async def test_unknown_option_is_rejected_naming_it() -> None:
+    with pytest.raises(InputValidationError) as info:
+        await create_agent(provider="demo", temprature=0.2)
+    assert info.value.field == "temprature"
+
+
+async def test_missing_model_config_is_input_validation() -> None:
+    """R4: nothing configured → input_validation before anything is opened."""
+    with pytest.raises(InputValidationError) as info:
+        await create_agent()
+    assert info.value.field == "model"
+
+
+async def test_database_path_and_storage_are_exclusive(tmp_path: Path) -> None:
+    from agentcore.harness import MemoryStorageFactory
+
+    with pytest.raises(InputValidationError) as info:
+        await create_agent(provider="demo", database_path=str(tmp_path / "a.sqlite"), storage=MemoryStorageFactory())
+    assert info.value.field == "storage"
+    assert not (tmp_path / "a.sqlite").exists()
+
+
+async def test_invalid_attributes_json_option() -> None:
+    with pytest.raises(InputValidationError) as info:
+        await create_agent(provider="x", model="m", base_url="http://127.0.0.1:9/v1", model_attributes='{"bogus": 1}')
+    assert info.value.field == "model_attributes.bogus"
+
+
+async def test_async_with_and_control_without_session(make_agent, fake_server) -> None:
+    """R2: async with closes; control() says the session protocol is not enabled."""
+    fake_server.enqueue([Text("hi")])
+    agent = await make_agent()
+    async with agent:
+        with pytest.raises(AgentError) as info:
+            agent.control({"type": "snapshot", "request_id": "x"})
+        assert info.value.code == "session_not_enabled"
+        events = await collect(agent, "hello")
+        assert final(events).status == "completed"
+    with pytest.raises(AgentError):
+        agent.read_transcript()
+
+
+async def test_restore_transcript_only_before_history(make_agent, fake_server) -> None:
+    """R2: restore_transcript seeds the context once; later it refuses."""
+    agent = await make_agent()
+    agent.restore_transcript([{"role": "user", "content": [{"type": "text", "text": "earlier"}]}])
+    fake_server.enqueue([Text("ok")])
+    await collect(agent, "now")
+    assert "earlier" in str(fake_server.requests[0].json)
+    with pytest.raises(AgentError):
+        agent.restore_transcript([])
+
+
+async def test_reset_clears_context(make_agent, fake_server) -> None:
+    fake_server.enqueue([Text("one")], [Text("two")])
+    agent = await make_agent()
+    await collect(agent, "zebra-before-reset")
+    agent.reset()
+    assert agent.read_transcript() == []
+    await collect(agent, "second")
+    assert "zebra-before-reset" in str(fake_server.requests[0].json)
+    assert "zebra-before-reset" not in str(fake_server.requests[1].json)
+
+
+async def test_context_usage_and_validation(make_agent, fake_server) -> None:
+    """C2/R2: get_context_usage returns {used,total}; update_context_usage validates."""
+    fake_server.enqueue([Text("ok")])
+    agent = await make_agent(context_window=10_000)
+    await collect(agent, "hello")
+    usage = agent.get_context_usage()
+    assert usage is not None and usage["total"] == 10_000 and usage["used"] > 0
+    with pytest.raises(InputValidationError) as info:
+        agent.update_context_usage(used=-1, total=100)
+    assert info.value.field == "used"
+    with pytest.raises(InputValidationError) as info:
+        agent.update_context_usage(used=1, total=float("inf"))
+    assert info.value.field == "total"
+    agent.update_context_usage(used=5000, total=10_000)
+    assert agent.get_context_usage() == {"used": 5000, "total": 10_000}
+
+
+async def test_invalid_run_input_changes_nothing(make_agent, fake_server) -> None:
+    """Bad input gets a typed error naming the field; the store is unchanged."""
+    agent = await make_agent()
+    with pytest.raises(InputValidationError) as info:
+        await collect(agent, {"prompt": "x", "effort": "extreme"})
+    assert info.value.field == "effort"
+    with pytest.raises(InputValidationError) as info:
+        await collect(agent, AgentInput(prompt="x", workdir="/definitely/not/here"))
+    assert info.value.field == "workdir"
+    assert agent.read_transcript() == [] and fake_server.requests == []

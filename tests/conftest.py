@@ -1,0 +1,64 @@
+"""Shared fixtures: a scripted fake provider server on loopback and runtimes pointed at it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcore import AgentRuntime, create_agent
+from agentcore.testing.fake_server import FakeProviderServer
+from tests.helpers import SleepRecorder
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "false")
+
+API_KINDS = ("openai-responses", "anthropic-messages", "openai-completions")
+
+
+@pytest.fixture
+async def fake_server() -> AsyncIterator[FakeProviderServer]:
+    async with FakeProviderServer() as server:
+        yield server
+
+
+@pytest.fixture
+def sleeps() -> SleepRecorder:
+    return SleepRecorder()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (root / "README.md").write_text("# Demo project\nA tiny project used by the tests.\n")
+    (root / "main.py").write_text("print('hello')\n")
+    return root
+
+
+AgentFactory = Callable[..., Awaitable[AgentRuntime]]
+
+
+@pytest.fixture
+async def make_agent(
+    fake_server: FakeProviderServer, workspace: Path, sleeps: SleepRecorder
+) -> AsyncIterator[AgentFactory]:
+    """Create runtimes against the fake server; all are closed at teardown."""
+    created: list[AgentRuntime] = []
+
+    async def factory(api_kind: str = "openai-responses", **options: Any) -> AgentRuntime:
+        options.setdefault("provider", "fake")
+        options.setdefault("model", "fake-model")
+        options.setdefault("base_url", fake_server.base_url)
+        options.setdefault("api_key", "test-key")
+        options.setdefault("workdir", str(workspace))
+        options.setdefault("sleep", sleeps)
+        runtime = await create_agent(api_kind=api_kind, **options)
+        created.append(runtime)
+        return runtime
+
+    yield factory
+    for runtime in created:
+        await runtime.close()
