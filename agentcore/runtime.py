@@ -263,9 +263,12 @@ class AgentRuntime:
         engine = TurnEngine(log, request_id, self._configure, host, abort, sleep=self._sleep, context_meter=self._meter)
         paused = log.op
         if paused is not None and paused.get("phase") == "paused":
+            if abort.is_set():  # cancelling a pending question or approval
+                yield engine.finish_aborted(paused, "cancelled while waiting for user input")
+                return
             resumed = self._apply_resume(engine, paused, input)
             if resumed is None:
-                yield engine._paused_event(paused)
+                yield engine.paused_event(paused)
                 return
             async for event in resumed:
                 yield event
@@ -344,7 +347,7 @@ class AgentRuntime:
     def _supersede(self, op: dict[str, Any]) -> None:
         """A new input while an older operation is unfinished: end the old one as aborted."""
         engine = TurnEngine(self.log, op["request_id"], self._configure, None, asyncio.Event())
-        engine._finish_aborted(op, "superseded by a newer request")
+        engine.finish_aborted(op, "superseded by a newer request")
 
     def _record_failure(self, request_id: str, exc: Exception) -> None:
         log = self.log
@@ -354,7 +357,7 @@ class AgentRuntime:
         if op is None or op["request_id"] != request_id:
             return
         engine = TurnEngine(log, request_id, self._configure, None, asyncio.Event())
-        engine._finish_failed(op, RUN_FAILED, f"{type(exc).__name__}: {exc}")
+        engine.finish_failed(op, RUN_FAILED, f"{type(exc).__name__}: {exc}")
 
     async def _images(self, input: AgentInput) -> list[ImageContent]:
         images = [ImageContent(i.data, i.mime_type) for i in input.images]
@@ -506,7 +509,10 @@ def _input_hash(input: AgentInput) -> str:
 
 
 def _is_resume(input: AgentInput) -> bool:
-    return input.plan_resume is not None or input.ask_resume is not None or input.tool_resume is not None
+    """A decision payload, or a bare request id (no prompt, no images): continue that request."""
+    if input.plan_resume is not None or input.ask_resume is not None or input.tool_resume is not None:
+        return True
+    return not input.prompt and not input.images and not input.image_files
 
 
 async def _empty() -> AsyncIterator[AgentEvent]:

@@ -44,6 +44,10 @@ class FragmentBuffer:
             return False
         return self._chars >= FLUSH_CHARS or self.clock() - self._last_flush >= FLUSH_INTERVAL_S
 
+    def deadline(self) -> float | None:
+        """When buffered fragments must be flushed, or None when nothing is buffered."""
+        return self._last_flush + FLUSH_INTERVAL_S if self._parts else None
+
     def drain(self, op: str) -> list[dict[str, Any]]:
         """Fragment payloads to commit now; the buffer is empty afterwards."""
         payloads = [

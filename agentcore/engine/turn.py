@@ -17,6 +17,7 @@ from typing import Any
 
 from agentcore.engine.fragments import FragmentBuffer, assemble_partial
 from agentcore.engine.log import ConversationLog
+from agentcore.engine.pump import with_ticks
 from agentcore.engine.retry import (
     MAX_CONNECTION_ATTEMPTS,
     MAX_LENGTH_CONTINUATIONS,
@@ -156,7 +157,7 @@ class TurnEngine:
             if op is None or op["request_id"] != self.request_id:
                 break
             if self.abort.is_set():
-                yield self._finish_aborted(op, "the run was cancelled")
+                yield self.finish_aborted(op, "the run was cancelled")
                 break
             phase = op["phase"]
             if phase == "model":
@@ -169,10 +170,10 @@ class TurnEngine:
                 async for event in self._plan_review(op):
                     yield event
             elif phase == "paused":
-                yield self._paused_event(op)
+                yield self.paused_event(op)
                 break
             else:  # pragma: no cover - a register written by a newer version
-                yield self._finish_failed(op, MODEL_ERROR, f"unknown operation phase {phase!r}")
+                yield self.finish_failed(op, MODEL_ERROR, f"unknown operation phase {phase!r}")
 
     # --- recovery (D2, D3) -----------------------------------------------------------------
 
@@ -184,7 +185,7 @@ class TurnEngine:
         budgets = Budgets(**op["budgets"])
         budgets.connection += 1
         if budgets.connection > MAX_CONNECTION_ATTEMPTS:
-            yield self._finish_failed(
+            yield self.finish_failed(
                 op, MODEL_ERROR, exhausted_message("dropped", MAX_CONNECTION_ATTEMPTS, "process restarted")
             )
             return
@@ -228,8 +229,11 @@ class TurnEngine:
         pending: list[AgentEvent] = []
         streamed_chars = 0
         end: StreamEnd | None = None
-        async for event in cfg.provider.stream(request, self.abort):
-            if isinstance(event, TextDelta):
+        stream = with_ticks(cfg.provider.stream(request, self.abort), buffer.deadline, self.clock)
+        async for event in stream:
+            if event is None:  # the flush window passed while the provider was quiet
+                pass
+            elif isinstance(event, TextDelta):
                 buffer.add(event.index, "text", event.text)
                 pending.append(TextDeltaEvent(index=event.index, delta=event.text))
                 streamed_chars += len(event.text)
@@ -257,6 +261,7 @@ class TurnEngine:
                 meter = self._context_usage(streaming_chars=streamed_chars, throttle=True)
                 if meter:
                     yield meter
+        await stream.aclose()
         if end is None:  # pragma: no cover - adapters always end with StreamEnd
             end = StreamEnd(AssistantMessage([], stop_reason="error"), None)
         message = end.message
@@ -306,7 +311,7 @@ class TurnEngine:
             elif message.stop_reason == "length":
                 budgets.length += 1
                 if budgets.length > MAX_LENGTH_CONTINUATIONS:
-                    final = self._finish_failed(
+                    final = self.finish_failed(
                         op, MODEL_ERROR, exhausted_message("length", MAX_LENGTH_CONTINUATIONS, ""), commit=commit
                     )
                 else:
@@ -322,7 +327,7 @@ class TurnEngine:
                 if budgets.connection > MAX_CONNECTION_ATTEMPTS:
                     cause = "stop reason tool_use without a call"
                     reason = exhausted_message("lost-call", MAX_CONNECTION_ATTEMPTS, cause)
-                    final = self._finish_failed(op, MODEL_ERROR, reason, commit=commit)
+                    final = self.finish_failed(op, MODEL_ERROR, reason, commit=commit)
                 else:
                     continue_with(lost_call_prompt())
                     retry = RetryEvent(
@@ -335,7 +340,7 @@ class TurnEngine:
                 pause_turns = int(op.get("pause_turns", 0)) + 1
                 if pause_turns > MAX_PAUSE_TURNS:
                     reason = f"the provider paused the turn more than {MAX_PAUSE_TURNS} times"
-                    final = self._finish_failed(op, MODEL_ERROR, reason, commit=commit)
+                    final = self.finish_failed(op, MODEL_ERROR, reason, commit=commit)
                 else:
                     value = dict(op, phase="model", step=step + 1, attempt=0, budgets=_budgets_dict(budgets))
                     value["pause_turns"] = pause_turns
@@ -346,7 +351,7 @@ class TurnEngine:
                 value = dict(op, phase="plan_review", budgets=_budgets_dict(budgets), plan=plan)
                 commit.registers.append(self.log.set_op(value))
             else:
-                final = self._finish_completed(op, commit, message.text)
+                final = self.finish_completed(op, commit, message.text)
         else:
             has_content = any(
                 (isinstance(b, TextContent) and b.text) or (isinstance(b, ThinkingContent) and b.thinking)
@@ -364,17 +369,17 @@ class TurnEngine:
                 )
                 commit.entries.append(self.log.message_entry(partial, self.request_id, settles_fragments=True))
             if failure.kind == "cancelled":
-                final = self._finish_aborted(op, "the run was cancelled", commit=commit)
+                final = self.finish_aborted(op, "the run was cancelled", commit=commit)
             elif not failure.retryable:
                 reason = f"{failure.kind}: {failure.message}"
                 if failure.kind == "overflow":
                     reason = f"the context is too long for the model: {failure.message}"
-                final = self._finish_failed(op, MODEL_ERROR, reason, commit=commit)
+                final = self.finish_failed(op, MODEL_ERROR, reason, commit=commit)
             else:
                 budgets.connection += 1
                 if budgets.connection > MAX_CONNECTION_ATTEMPTS:
                     reason = exhausted_message("dropped", MAX_CONNECTION_ATTEMPTS, failure.message)
-                    final = self._finish_failed(op, MODEL_ERROR, reason, commit=commit)
+                    final = self.finish_failed(op, MODEL_ERROR, reason, commit=commit)
                 else:
                     if has_content:
                         continue_with(continuation_prompt(failure.message, model_sees_partial=True))
@@ -403,7 +408,7 @@ class TurnEngine:
             if retry.delay_s and await abortable_sleep(retry.delay_s, self.abort, self.sleep):
                 current = self.log.op
                 if current is not None:
-                    yield self._finish_aborted(current, "the run was cancelled during a retry backoff")
+                    yield self.finish_aborted(current, "the run was cancelled during a retry backoff")
 
     def _next_model_op(self, op: dict[str, Any], budgets: Budgets, *, reset: bool = False) -> Any:
         if reset:
@@ -435,7 +440,7 @@ class TurnEngine:
                 index += 1
                 continue
             if self.abort.is_set():
-                yield self._finish_aborted(self.log.op or op, "the run was cancelled")
+                yield self.finish_aborted(self.log.op or op, "the run was cancelled")
                 return
             # Batch consecutive independent read-only calls so they run concurrently.
             batch = [call]
@@ -463,7 +468,7 @@ class TurnEngine:
         current = self.log.op or op
         terminate = bool(results) and all(r is not None and r.terminate for r in results)
         if terminate:
-            yield self._finish_completed(current, Commit(), "")
+            yield self.finish_completed(current, Commit(), "")
             return
         value = dict(current, phase="model", step=step + 1, attempt=0)
         value.pop("tool_calls", None)
@@ -498,11 +503,11 @@ class TurnEngine:
                 continue
             if tool.name == ASK_USER:
                 self._pause_for_questions(op, call, prepared, key)
-                yield self._paused_event(self.log.op or op)
+                yield self.paused_event(self.log.op or op)
                 return
             decision = await self._approve(op, cfg, tool, call, prepared, key)
             if decision == "pause":
-                yield self._paused_event(self.log.op or op)
+                yield self.paused_event(self.log.op or op)
                 return
             if isinstance(decision, str):
                 settled.append((call, ToolResult.text(decision, is_error=True), display_id))
@@ -628,7 +633,7 @@ class TurnEngine:
             {"kind": "ask_user", "approval_id": key, "questions": questions, "tool_call_id": call["id"]},
         )
 
-    def _paused_event(self, op: dict[str, Any]) -> RunEndEvent:
+    def paused_event(self, op: dict[str, Any]) -> RunEndEvent:
         self.final = RunEndEvent(
             status="paused",
             request_id=self.request_id,
@@ -645,14 +650,14 @@ class TurnEngine:
         yield PlanEvent(phase="start", approval_id=approval_id)
         yield PlanEvent(phase="end", approval_id=approval_id, text=text)
         if self.host.approve_plan is None:
-            yield self._finish_completed(op, Commit(), text)  # SPEC H1: no host → never pauses
+            yield self.finish_completed(op, Commit(), text)  # SPEC H1: no host → never pauses
             return
         payload = {"approval_id": approval_id, "plan": text, "request_id": self.request_id}
         try:
             verdict = await call_hook(self.host.approve_plan, payload)
         except UserInputRequired:
             self._pause(op, {"kind": "plan", "approval_id": approval_id, "plan": text})
-            yield self._paused_event(self.log.op or op)
+            yield self.paused_event(self.log.op or op)
             return
         except Exception as exc:
             verdict = {"approved": False, "notes": str(exc)}
@@ -748,7 +753,7 @@ class TurnEngine:
             message = ToolResultMessage(call["id"], call["name"], [TextContent(reason)], is_error=True)
             commit.entries.append(self.log.message_entry(message, self.request_id, call_key=key))
 
-    def _finish_completed(self, op: dict[str, Any], commit: Commit, text: str) -> RunEndEvent:
+    def finish_completed(self, op: dict[str, Any], commit: Commit, text: str) -> RunEndEvent:
         final_text = text or self._last_assistant_text()
         event = RunEndEvent(
             status="completed",
@@ -758,9 +763,7 @@ class TurnEngine:
         )
         return self._terminal(op, commit, event)
 
-    def _finish_failed(
-        self, op: dict[str, Any], code: str, reason: str, *, commit: Commit | None = None
-    ) -> RunEndEvent:
+    def finish_failed(self, op: dict[str, Any], code: str, reason: str, *, commit: Commit | None = None) -> RunEndEvent:
         commit = commit or Commit()
         self._settle_open_calls(op, commit, f"Not run: the run failed ({reason}).")
         event = RunEndEvent(
@@ -773,7 +776,7 @@ class TurnEngine:
         )
         return self._terminal(op, commit, event)
 
-    def _finish_aborted(self, op: dict[str, Any], reason: str, *, commit: Commit | None = None) -> RunEndEvent:
+    def finish_aborted(self, op: dict[str, Any], reason: str, *, commit: Commit | None = None) -> RunEndEvent:
         commit = commit or Commit()
         self._settle_open_calls(op, commit, "Not run: the run was cancelled.")
         event = RunEndEvent(

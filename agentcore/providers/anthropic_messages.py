@@ -45,13 +45,13 @@ from agentcore.providers.shared import (
     MessageBuilder,
     WireCache,
     classify_payload,
-    content_key,
     dumps,
     finish,
     mapped_effort,
     new_http_client,
     run_sse_stream,
     same_model,
+    wire_scope,
 )
 
 API_KIND = "anthropic-messages"
@@ -342,11 +342,11 @@ class AnthropicMessagesProvider:
         out: list[dict[str, Any]] = []
         results: list[dict[str, Any]] | None = None
         cache = self._cache
+        scope = wire_scope(model)
         for message in messages:
-            key = content_key(message, API_KIND, model)
-            wire = cache.get(message, key)
+            wire = cache.get(message, scope)
             if wire is None:
-                wire = cache.put(message, key, message_wire(message, model) or {})
+                wire = cache.put(message, scope, message_wire(message, model) or {})
             if not wire:
                 continue
             if isinstance(message, ToolResultMessage):

@@ -40,7 +40,6 @@ from agentcore.providers.shared import (
     WireCache,
     bearer_headers,
     classify_payload,
-    content_key,
     dumps,
     endpoint,
     finish,
@@ -48,6 +47,7 @@ from agentcore.providers.shared import (
     new_http_client,
     openai_effort,
     run_sse_stream,
+    wire_scope,
 )
 
 API_KIND = "openai-completions"
@@ -255,11 +255,11 @@ class OpenAICompletionsProvider:
             out.append({"role": "system", "content": request.system_prompt})
         pending_images: list[ImageContent] = []
         cache = self._cache
+        scope = wire_scope(model)
         for message in request.messages:
-            key = content_key(message, API_KIND, model)
-            entry = cache.get(message, key)
+            entry = cache.get(message, scope)
             if entry is None:
-                entry = cache.put(message, key, message_wire(message, model))
+                entry = cache.put(message, scope, message_wire(message, model))
             wire, images = entry
             if wire is None:
                 continue

@@ -44,7 +44,6 @@ from agentcore.providers.shared import (
     WireCache,
     bearer_headers,
     classify_payload,
-    content_key,
     dumps,
     endpoint,
     finish,
@@ -53,6 +52,7 @@ from agentcore.providers.shared import (
     openai_effort,
     run_sse_stream,
     same_model,
+    wire_scope,
 )
 
 API_KIND = "openai-responses"
@@ -293,11 +293,11 @@ class OpenAIResponsesProvider:
     def _input(self, messages: list[Message], model: ResolvedModel) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         cache = self._cache
+        scope = wire_scope(model)
         for message in messages:
-            key = content_key(message, API_KIND, model)
-            converted = cache.get(message, key)
+            converted = cache.get(message, scope)
             if converted is None:
-                converted = cache.put(message, key, message_items(message, model))
+                converted = cache.put(message, scope, message_items(message, model))
             items.extend(converted)
         return items
 

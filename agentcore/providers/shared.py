@@ -325,25 +325,27 @@ class WireCache:
     """Wire-format form of each transcript message, computed once per message object.
 
     Keyed by ``id(message)`` and holding the message itself (so an id is never reused while
-    its entry lives), plus a key for what the conversion depended on (target model, content
-    length — a message whose content list is edited in place is converted again). Bounded:
-    the oldest half is dropped when full."""
+    its entry lives). An entry is valid for one ``scope`` (what the conversion depended on:
+    target model, image support; see ``wire_scope``) and one content length, so a message
+    whose content list is edited in place is converted again. Bounded: the oldest half is
+    dropped when full. The lookup allocates nothing, since it runs for every message of
+    every request."""
 
     def __init__(self, limit: int = 8192) -> None:
-        self._entries: dict[int, tuple[Message, Hashable, Any]] = {}
+        self._entries: dict[int, tuple[Message, Hashable, int, Any]] = {}
         self._limit = limit
 
-    def get(self, message: Message, key: Hashable) -> Any:
+    def get(self, message: Message, scope: Hashable) -> Any:
         entry = self._entries.get(id(message))
-        if entry is not None and entry[0] is message and entry[1] == key:
-            return entry[2]
+        if entry is not None and entry[0] is message and entry[2] == len(message.content) and entry[1] == scope:
+            return entry[3]
         return None
 
-    def put(self, message: Message, key: Hashable, value: Any) -> Any:
+    def put(self, message: Message, scope: Hashable, value: Any) -> Any:
         if len(self._entries) >= self._limit:
             for stale in list(self._entries)[: self._limit // 2]:
                 del self._entries[stale]
-        self._entries[id(message)] = (message, key, value)
+        self._entries[id(message)] = (message, scope, len(message.content), value)
         return value
 
     def __len__(self) -> int:
@@ -355,8 +357,9 @@ def same_model(message: AssistantMessage, api_kind: str, model: ResolvedModel) -
     return message.api_kind == api_kind and message.model == model.model_id
 
 
-def content_key(message: Message, api_kind: str, model: ResolvedModel) -> Hashable:
-    return (api_kind, model.model_id, model.accepts_images, len(message.content))
+def wire_scope(model: ResolvedModel) -> Hashable:
+    """What a message's wire form depends on besides the message itself."""
+    return (model.model_id, model.accepts_images)
 
 
 def image_url(data: str, mime_type: str) -> str:

@@ -472,7 +472,7 @@ def _record_json(record: RecordedRequest) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m agentcore.testing.fake_server --port 8765 [--script responses.json]``."""
+    """``python -m agentcore.testing --port 8765 [--script responses.json] [--no-echo]``."""
     parser = argparse.ArgumentParser(description="Scripted fake LLM provider (OpenAI Responses, Anthropic, Chat).")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)

@@ -150,22 +150,41 @@ async def _pump(proc: asyncio.subprocess.Process, out: OutputCollector, ctx: Too
                 ctx.on_update(text)
 
 
+async def _spawn(command: str, ctx: ToolContext) -> asyncio.subprocess.Process:
+    """Start the command in a new session; a cancel during start-up still kills its whole group.
+
+    The process exists before ``create_subprocess_exec`` returns, and asyncio's own clean-up on
+    cancellation kills only the shell, so a child it already started would be orphaned. The
+    spawn is therefore shielded, and on cancellation its group is killed once it is known.
+    """
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            _shell(),
+            "-c",
+            command,
+            cwd=ctx.workdir,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    )
+    try:
+        return await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        proc = await spawn
+        _signal_group(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        raise
+
+
 async def run_command(command: str, timeout: float, ctx: ToolContext) -> ToolResult:  # noqa: ASYNC109
     if ctx.abort.is_set():
         return ToolResult.text("Command was not started: the run was cancelled.", is_error=True)
     if not ctx.workdir.is_dir():
         raise ToolError(f"working directory {ctx.workdir} does not exist")
     out = OutputCollector(ctx.scratch_dir, ctx.tool_call_id)
-    proc = await asyncio.create_subprocess_exec(
-        _shell(),
-        "-c",
-        command,
-        cwd=ctx.workdir,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = await _spawn(command, ctx)
     reader = asyncio.create_task(_pump(proc, out, ctx))
     exited = asyncio.create_task(proc.wait())
     aborted = asyncio.create_task(ctx.abort.wait())

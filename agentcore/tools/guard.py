@@ -17,6 +17,9 @@ symlink loop stays where it is and fails when opened. Between that check and the
 file system can change (a directory or the file itself swapped for a symlink). ``open_file``
 closes that window: it walks the checked real path from ``/`` one component at a time with
 ``O_NOFOLLOW``, so the file it opens is exactly the one that was checked, or it fails.
+
+Not covered: a hard link inside the workspace to an outside file looks like an inside file
+(only ``bash`` or the host could have made one).
 """
 
 from __future__ import annotations
@@ -96,14 +99,14 @@ class PathGuard:
         self,
         workdir: str | os.PathLike[str],
         policy: PermissionPolicy = "workspace",
-        allowed_directories: Iterable[str | os.PathLike[str]] = (),
+        allowed_directories: Iterable[str | os.PathLike[str]] | None = (),
         *,
         before_open: Callable[[Path], None] | None = None,
     ) -> None:
         self.policy: PermissionPolicy = validate_policy(policy)
         self.workdir = Path(os.path.realpath(os.path.abspath(workdir)))
         roots = [self.workdir]
-        for directory in allowed_directories:
+        for directory in allowed_directories or ():
             text = os.path.expanduser(os.fspath(directory))
             if "\x00" in text:
                 raise InputValidationError("allowed_directories entry contains a NUL byte", field="allowed_directories")

@@ -1,0 +1,75 @@
+"""Child process for the crash tests: runs one agent input against a file store.
+
+Prints every event as one JSON line (flushed), so the parent can synchronise on what the
+runtime has committed and shown. Not collected by pytest (no ``test_`` prefix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentcore import AgentTool, ToolContext, ToolResult, create_agent
+
+
+def probe_tool(workdir: Path) -> AgentTool:
+    """A replay-safe tool with a visible side effect: it appends a line, and on its first
+    execution it blocks (the parent kills the process there)."""
+
+    async def execute(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        log = workdir / "probe.txt"
+        before = log.read_text().count("\n") if log.exists() else 0
+        with log.open("a") as handle:
+            handle.write("probe\n")
+        if before == 0:
+            await asyncio.Event().wait()  # first run: hang until killed
+        return ToolResult.text(f"probe ran {before + 1} times")
+
+    return AgentTool(
+        name="probe",
+        description="Probe something.",
+        parameters={"type": "object", "properties": {}},
+        execute=execute,
+        replay="safe",
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--request-id", required=True)
+    parser.add_argument("--prompt", default="go")
+    parser.add_argument("--api-kind", default="openai-completions")
+    args = parser.parse_args()
+    workdir = Path(args.workdir)
+    runtime = await create_agent(
+        provider="fake",
+        model="fake-model",
+        base_url=args.base_url,
+        api_key="k",
+        api_kind=args.api_kind,
+        database_path=args.db,
+        workdir=str(workdir),
+        extra_tools=[probe_tool(workdir)],
+        sleep=_no_sleep,
+    )
+    try:
+        async for event in runtime.run({"prompt": args.prompt, "request_id": args.request_id}):
+            sys.stdout.write(json.dumps(event.model_dump()) + "\n")
+            sys.stdout.flush()
+    finally:
+        await runtime.close()
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
