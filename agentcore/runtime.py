@@ -20,6 +20,7 @@ from typing import Any
 
 from agentcore.context.estimate import ContextTracker
 from agentcore.demo import DemoServer, demo_model_options
+from agentcore.engine.compaction import CompactionSettings, is_manual_command
 from agentcore.engine.log import ConversationLog, new_id
 from agentcore.engine.retry import Sleep
 from agentcore.engine.turn import TurnConfig, TurnEngine
@@ -43,7 +44,7 @@ from agentcore.models.attributes import ModelAttributes, ResolvedModel
 from agentcore.prompts import load_prompt
 from agentcore.providers.base import Provider
 from agentcore.providers.registry import ProviderRegistry
-from agentcore.tools.ask_user import ask_user_tool
+from agentcore.tools.ask_user import ASK_USER, ask_user_tool
 from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition
 from agentcore.tools.guard import PathGuard
 from agentcore.tools.images import load_image_files
@@ -101,6 +102,8 @@ class AgentRuntime:
         self._last_window: int | None = None
         self._scratch = Path(tempfile.mkdtemp(prefix="agentcore-"))
         self._current_abort = asyncio.Event()
+        self._compaction = CompactionSettings.parse((options.session or {}).get("compaction"))
+        self._seen_generation = 0
         self.session_id = options.session_id or "main"
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -151,6 +154,13 @@ class AgentRuntime:
         if window is None:
             return None
         messages = self.log.messages
+        if self.log.compaction_generation != self._seen_generation:  # C2: old responses stop calibrating
+            self._seen_generation = self.log.compaction_generation
+            self._tracker.after_compaction(messages)
+            self._calibrated_on = None
+            for message in messages:  # the retained responses may not calibrate again
+                if isinstance(message, AssistantMessage):
+                    self._calibrated_on = message
         for index in range(len(messages) - 1, max(-1, len(messages) - 4), -1):
             message = messages[index]
             if isinstance(message, AssistantMessage) and message.usage is not None:
@@ -318,7 +328,7 @@ class AgentRuntime:
         mode = input.agent or self._options.mode
         return {
             "request_id": request_id,
-            "phase": "model",
+            "phase": "compact" if _is_compaction(input) else "model",
             "mode": mode,
             "step": 0,
             "attempt": 0,
@@ -334,10 +344,11 @@ class AgentRuntime:
         style = self._style_change(input.prompt)
         if style is not None:
             commit.registers.append(RegisterWrite(f"style:{log.conversation_id}", {"adhd": style}))
-        message = user_text(input.prompt, images)
-        if not message.content:
-            raise InputValidationError("prompt is empty and no images are attached", field="prompt")
-        commit.entries.append(log.message_entry(message, request_id))
+        if op["phase"] != "compact":  # a compaction run adds no user message (C3)
+            message = user_text(input.prompt, images)
+            if not message.content:
+                raise InputValidationError("prompt is empty and no images are attached", field="prompt")
+            commit.entries.append(log.message_entry(message, request_id))
         commit.receipts.append(
             Receipt(request_id, log.conversation_id, {"status": "running", "input_hash": input_hash})
         )
@@ -433,8 +444,9 @@ class AgentRuntime:
             tools=opts.tools,
             extra_tools=self._extra_tools,
             tool_definitions=list(self._tool_definitions.values()),
+            also_known={ASK_USER},
         )
-        if mode == "plan":
+        if mode == "plan" and (opts.tools is None or ASK_USER in opts.tools):
             tools = [*tools, ask_user_tool()]
         system = settings.get("system_prompt") or opts.system_prompt or load_prompt("system.md")
         if mode == "plan":
@@ -469,6 +481,7 @@ class AgentRuntime:
             tool_context=tool_context,
             tool_definitions=self._tool_definitions,
             context_window=self._last_window,
+            compaction=self._compaction,
         )
 
     def _window_guess(self) -> int | None:
@@ -506,6 +519,10 @@ def _dump(value: Any) -> Any:
 def _input_hash(input: AgentInput) -> str:
     data = input.model_dump(exclude={"request_id", "plan_resume", "ask_resume", "tool_resume"}, exclude_none=True)
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _is_compaction(input: AgentInput) -> bool:
+    return input.compact or is_manual_command(input.prompt)
 
 
 def _is_resume(input: AgentInput) -> bool:

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentcore.context.compaction import plan_compaction, should_compact, summary_message
+from agentcore.engine.compaction import CompactionSettings, first_kept_entry, summarize, summary_max_tokens
 from agentcore.engine.fragments import FragmentBuffer, assemble_partial
 from agentcore.engine.log import ConversationLog
 from agentcore.engine.pump import with_ticks
@@ -36,6 +38,7 @@ from agentcore.errors import EXECUTION_ABORTED, MODEL_ERROR, USER_INPUT_REQUIRED
 from agentcore.events import (
     AgentEvent,
     ApprovalEvent,
+    CompactionEvent,
     ContextUsageEvent,
     PlanEvent,
     RetryEvent,
@@ -56,6 +59,7 @@ from agentcore.messages import (
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
+    message_to_dict,
     user_text,
 )
 from agentcore.models.attributes import ResolvedModel
@@ -63,6 +67,7 @@ from agentcore.prompts import load_prompt
 from agentcore.providers.base import (
     BlockStart,
     Provider,
+    ProviderFailure,
     ProviderRequest,
     SourcesFound,
     StreamEnd,
@@ -73,6 +78,7 @@ from agentcore.providers.base import (
     ToolSpec,
     WebSearchUpdate,
 )
+from agentcore.providers.shared import RAW_ARGUMENTS_KEY
 from agentcore.tools.ask_user import ASK_USER, format_answers, normalize_questions
 from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition, ToolResult
 from agentcore.tools.executor import execute_call, prepare_call
@@ -98,6 +104,7 @@ class TurnConfig:
     tool_context: Callable[[str], ToolContext]
     tool_definitions: dict[str, ToolDefinition] = field(default_factory=dict)
     context_window: int | None = None
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
 
     def tool_specs(self) -> list[ToolSpec]:
         return [ToolSpec(t.name, t.description, t.parameters) for t in self.tools]
@@ -166,6 +173,9 @@ class TurnEngine:
             elif phase == "tools":
                 async for event in self._tool_step(op):
                     yield event
+            elif phase == "compact":
+                async for event in self.compact(op, self.configure(op), auto=False):
+                    yield event
             elif phase == "plan_review":
                 async for event in self._plan_review(op):
                     yield event
@@ -214,6 +224,10 @@ class TurnEngine:
 
     async def _model_step(self, op: dict[str, Any]) -> AsyncIterator[AgentEvent]:
         cfg = self.configure(op)
+        if self._threshold_reached(op, cfg):  # C4: checked before every model request
+            async for compaction_event in self.compact(op, cfg, auto=True):
+                yield compaction_event
+            return  # the driver re-reads the program counter
         step, attempt = op["step"], op["attempt"]
         request = ProviderRequest(
             model=cfg.model,
@@ -370,10 +384,16 @@ class TurnEngine:
                 commit.entries.append(self.log.message_entry(partial, self.request_id, settles_fragments=True))
             if failure.kind == "cancelled":
                 final = self.finish_aborted(op, "the run was cancelled", commit=commit)
+            elif failure.kind == "overflow" and cfg.compaction.enabled and not op.get("overflow_compacted"):
+                # C5: compact once and retry; the flag makes a second overflow an error.
+                value = dict(op, attempt=op["attempt"] + 1, overflow_compacted=True, force_compaction=True)
+                commit.registers.append(self.log.set_op(value))
             elif not failure.retryable:
                 reason = f"{failure.kind}: {failure.message}"
                 if failure.kind == "overflow":
-                    reason = f"the context is too long for the model: {failure.message}"
+                    reason = f"the context is too long for the model even after compaction: {failure.message}"
+                    if not cfg.compaction.enabled:
+                        reason = f"the context is too long for the model: {failure.message}"
                 final = self.finish_failed(op, MODEL_ERROR, reason, commit=commit)
             else:
                 budgets.connection += 1
@@ -417,13 +437,109 @@ class TurnEngine:
         value.pop("tool_calls", None)
         return self.log.set_op(value)
 
-    async def _after_settle(self, payload: dict[str, Any], record_id: str) -> AsyncIterator[AgentEvent]:
+    async def _after_settle(
+        self, payload: dict[str, Any], record_id: str, *, meter: bool = True
+    ) -> AsyncIterator[AgentEvent]:
         yield UsageEvent(record_id=record_id, **{k: payload[k] for k in _USAGE_EVENT_FIELDS})
         if self.host.report_usage is not None:
             await call_hook(self.host.report_usage, {"record_id": record_id, **payload})
+        usage = self._context_usage() if meter else None
+        if usage:
+            yield usage
+
+    # --- compaction (C3–C5) ----------------------------------------------------------------
+
+    def _threshold_reached(self, op: dict[str, Any], cfg: TurnConfig) -> bool:
+        if op.get("force_compaction"):
+            return True
+        window = cfg.context_window
+        if not cfg.compaction.enabled or window is None or self.context_meter is None:
+            return False
+        if op.get("compacted_step") == op["step"]:
+            return False  # DURABILITY 14: at most once per trigger, even across reopen
+        measured = self.context_meter(self.log.messages, 0)
+        if measured is None:
+            return False
+        return should_compact(measured[0], window, reserve_tokens=cfg.compaction.reserve(window))
+
+    async def compact(self, op: dict[str, Any], cfg: TurnConfig, *, auto: bool) -> AsyncIterator[AgentEvent]:
+        """Summarize the older part (auto) or everything (manual); replace the context only on
+        a normal finish with a non-empty summary. Originals stay in the store."""
+        window = cfg.context_window or cfg.model.context_window
+        settings = cfg.compaction
+        max_tokens = summary_max_tokens(cfg.model, window)
+        plan = plan_compaction(
+            self.log.messages,
+            window=window,
+            reserve_tokens=settings.reserve(window),
+            keep_recent_tokens=settings.keep_recent(window) if not op.get("force_compaction") else 0,
+            max_summary_tokens=max_tokens,
+            force=not auto,
+        )
+        done = dict(op, compacted_step=op["step"])
+        done.pop("force_compaction", None)
+        if plan.oversize:
+            yield self.finish_failed(op, MODEL_ERROR, plan.oversize_error() or "a message is larger than the window")
+            return
+        if not plan.to_summarize:
+            if not auto:
+                yield CompactionEvent(phase="end", auto=False)  # C3: empty context → only the end event
+                yield self.finish_completed(op, Commit(), "")
+            else:
+                self.log.commit(Commit(registers=[self.log.set_op(done)]))
+            return
+        yield CompactionEvent(phase="start", auto=auto)
+        attempts: list[AgentEvent] = []
+        counter = len([k for k in self.log.usage if k.startswith(f"{self.request_id}:compact:")])
+
+        async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None) -> None:
+            nonlocal counter
+            record_id = f"{self.request_id}:compact:{counter}"
+            counter += 1
+            payload = usage_payload(message, self.request_id, ok=failure is None)
+            payload["purpose"] = "compaction"
+            self.log.commit(Commit(usage=[self.log.usage_row(record_id, payload)]))
+            async for event in self._after_settle(payload, record_id, meter=False):
+                attempts.append(event)
+
+        outcome = await summarize(
+            plan, cfg.provider, cfg.model, abort=self.abort, max_tokens=max_tokens, on_attempt=on_attempt
+        )
+        for event in attempts:
+            yield event
+        current = self.log.op or op
+        if self.abort.is_set() or (outcome.failure is not None and outcome.failure.kind == "cancelled"):
+            yield self.finish_aborted(current, "the run was cancelled during compaction")  # nothing written
+            return
+        if outcome.failure is not None:
+            reason = f"compaction failed: {outcome.failure.message}"
+            yield self.finish_failed(current, MODEL_ERROR, reason)  # the original context is kept
+            return
+        keep_from = first_kept_entry(self.log.message_entry_ids, self.log.messages, plan.cut_index)
+        entry = self.log.entry(
+            "compaction",
+            {
+                "summary_message": message_to_dict(summary_message(outcome.text)),
+                "keep_from_entry": keep_from,
+                "auto": auto,
+                "summarized": len(plan.to_summarize),
+            },
+        )
+        commit = Commit(entries=[entry])
+        if auto:
+            commit.registers.append(self.log.set_op(dict(done, compacted_step=current["step"])))
+            self.log.commit(commit)
+            yield CompactionEvent(phase="end", auto=True, summary=outcome.text)
+            meter = self._context_usage()
+            if meter:
+                yield meter
+            return
+        final = self.finish_completed(current, commit, outcome.text)
+        yield CompactionEvent(phase="end", auto=False, summary=outcome.text)
         meter = self._context_usage()
         if meter:
             yield meter
+        yield final
 
     # --- tool step -------------------------------------------------------------------------
 
@@ -464,6 +580,9 @@ class TurnEngine:
                 yield event
             if self.final is not None or (self.log.op or {}).get("phase") == "paused":
                 return
+            if self.abort.is_set():  # L8: the running tool was stopped; end without a new request
+                yield self.finish_aborted(self.log.op or op, "the run was cancelled during a tool call")
+                return
             index += len(batch)
         current = self.log.op or op
         terminate = bool(results) and all(r is not None and r.terminate for r in results)
@@ -496,6 +615,10 @@ class TurnEngine:
                 continue
             if tool is None:
                 settled.append((call, ToolResult.text(f"Unknown tool {call['name']!r}.", is_error=True), display_id))
+                continue
+            if RAW_ARGUMENTS_KEY in call["arguments"]:
+                invalid = "The tool call arguments were not valid JSON; resend the call with a valid JSON object."
+                settled.append((call, ToolResult.text(invalid, is_error=True), display_id))
                 continue
             prepared = prepare_call(tool, call["arguments"])
             if isinstance(prepared, ToolResult):  # invalid arguments: no intent, no effect (invariant 11)
@@ -533,12 +656,16 @@ class TurnEngine:
             yield ToolEvent(
                 phase="start", tool_call_id=display_id, name=call["name"], index=call["index"], arguments=arguments
             )
-        outcomes = await asyncio.gather(
+        updates: asyncio.Queue[ToolEvent] = asyncio.Queue()
+        work = asyncio.gather(
             *(
-                execute_call(tool, arguments, cfg.tool_context(display_id))
-                for _call, tool, arguments, display_id in runnable
+                execute_call(tool, arguments, self._tool_context(cfg, call, display_id, updates))
+                for call, tool, arguments, display_id in runnable
             )
         )
+        async for update in _drain_while(work, updates):
+            yield update
+        outcomes = work.result()
         by_call = {id(call): outcome for (call, _t, _a, _d), outcome in zip(runnable, outcomes, strict=True)}
         commit = Commit()
         finished: list[ToolEvent] = []
@@ -581,6 +708,22 @@ class TurnEngine:
         meter = self._context_usage()
         if meter:
             yield meter
+
+    def _tool_context(
+        self, cfg: TurnConfig, call: dict[str, Any], display_id: str, updates: asyncio.Queue[ToolEvent]
+    ) -> ToolContext:
+        """The tool's context, with partial output forwarded as ``tool`` update events."""
+        ctx = cfg.tool_context(display_id)
+
+        def on_update(partial: str) -> None:
+            updates.put_nowait(
+                ToolEvent(
+                    phase="update", tool_call_id=display_id, name=call["name"], index=call["index"], partial=partial
+                )
+            )
+
+        ctx.on_update = on_update
+        return ctx
 
     async def _approve(
         self,
@@ -822,6 +965,19 @@ _USAGE_EVENT_FIELDS = (
     "cost",
     "model",
 )
+
+
+async def _drain_while(work: asyncio.Future[Any], updates: asyncio.Queue[ToolEvent]) -> AsyncIterator[ToolEvent]:
+    """Yield queued updates until ``work`` is done, then whatever is left."""
+    while not work.done():
+        getter = asyncio.ensure_future(updates.get())
+        done, _ = await asyncio.wait({work, getter}, return_when=asyncio.FIRST_COMPLETED)
+        if getter in done:
+            yield getter.result()
+        else:
+            getter.cancel()
+    while not updates.empty():
+        yield updates.get_nowait()
 
 
 def _budgets_dict(budgets: Budgets) -> dict[str, int]:

@@ -42,8 +42,16 @@ def test_demo_plan_mode_writes_a_numbered_plan(workspace: Path) -> None:
 def test_invalid_model_attributes_exit_2_naming_the_field(workspace: Path) -> None:
     """M3: --model-attributes is validated strictly; the error names the field."""
     result = run_cli(
-        "--prompt", "x", "--provider", "gw", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-        "--model-attributes", '{"context_window": "big"}',
+        "--prompt",
+        "x",
+        "--provider",
+        "gw",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model-attributes",
+        '{"context_window": "big"}',
         cwd=workspace,
     )
     assert result.returncode == 2
