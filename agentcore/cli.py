@@ -13,7 +13,7 @@ import signal
 import sys
 from typing import Any, TextIO
 
-from agentcore.errors import AgentError
+from agentcore.errors import AgentError, InputValidationError
 from agentcore.events import (
     AgentEvent,
     PlanEvent,
@@ -24,7 +24,7 @@ from agentcore.events import (
     ToolEvent,
 )
 from agentcore.host import AgentHost
-from agentcore.inputs import AgentInput
+from agentcore.inputs import AgentInput, AskResume
 from agentcore.runtime import create_agent
 
 EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "aborted": 130}
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m agentcore", description="agentcore: a durable agent runtime")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one prompt and stream the answer")
-    run.add_argument("--prompt", required=True)
+    run.add_argument("--prompt", default="", help="the prompt (omit when resuming with --answer)")
     run.add_argument("--request-id", help="logical id; re-run with the same id to resume or replay")
     run.add_argument("--provider", help="anthropic | openai | demo | a custom name (needs --base-url)")
     run.add_argument("--model")
@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workdir")
     run.add_argument("--permission-policy", choices=["read-only", "workspace", "auto"])
     run.add_argument("--plan", action="store_true", help="plan mode: investigate and propose a plan")
+    run.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="ID=VALUE",
+        help="answer a paused ask_user question (repeat; use with the paused --request-id and --database)",
+    )
     return parser
 
 
@@ -115,6 +122,20 @@ class TerminalPrinter:
                 self.err.write(
                     f"waiting for input: {event.pending.get('kind')} — resume with --request-id {event.request_id}\n"
                 )
+                for question in event.pending.get("questions", []):
+                    options = f" [{' / '.join(question['options'])}]" if question.get("options") else ""
+                    self.err.write(f"  --answer {question['id']}=…  {question['question']}{options}\n")
+
+
+def _answers(pairs: list[str]) -> dict[str, list[str] | str]:
+    answers: dict[str, list[str] | str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise InputValidationError(f"--answer {pair!r} must look like ID=VALUE", field="answer")
+        values = [v.strip() for v in value.split(",")] if "," in value else value
+        answers[key.strip()] = values
+    return answers
 
 
 def _brief(arguments: dict[str, Any] | None) -> str:
@@ -135,6 +156,8 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     runtime = await create_agent(**_options(args))
     try:
         input = AgentInput(prompt=args.prompt, request_id=args.request_id, agent="plan" if args.plan else None)
+        if args.answer:
+            input = AgentInput(request_id=args.request_id, ask_resume=AskResume(answers=_answers(args.answer)))
         async for event in runtime.run(input, AgentHost(abort_signal=abort)):
             printer(event)
     finally:

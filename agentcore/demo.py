@@ -21,6 +21,19 @@ DEMO_LABEL = "Offline demo model"
 DEMO_WINDOW = 32_000
 _FILE_WORDS = re.compile(r"\b(files?|folders?|director(y|ies)|here|ls|list|read|repo|project|workspace|readme)\b", re.I)
 _README = re.compile(r"^(readme(\.[a-z]+)?)/?$", re.I)
+_ASK = re.compile(r"\b(ask me|questions?)\b", re.I)
+DEMO_QUESTIONS: dict[str, Any] = {
+    "questions": [
+        {"id": "scope", "question": "How big should the first version be?", "options": ["Tiny", "Small", "Complete"]},
+        {
+            "id": "extras",
+            "question": "Which extras do you want?",
+            "options": ["Tests", "Docs", "CI"],
+            "multi_select": True,
+            "allow_free_text": True,
+        },
+    ]
+}
 
 
 def demo_model_options(base_url: str) -> dict[str, Any]:
@@ -69,8 +82,11 @@ def _usage(body: dict[str, Any], answer: str) -> Usage:
 
 
 def _say(body: dict[str, Any], text: str) -> list[Step]:
+    """Stream ``text`` in small chunks; AGENTCORE_DEMO_DELAY_MS paces them (default 15 ms) so
+    the demo streams visibly like a real model, and 0 makes it instant (tests, benchmarks)."""
     chunk = int(os.environ.get("AGENTCORE_DEMO_CHUNK", "12") or 12)
-    return [Text(text, chunk_size=max(1, chunk)), _usage(body, text), Stop("stop")]
+    delay_ms = float(os.environ.get("AGENTCORE_DEMO_DELAY_MS", "15") or 0)
+    return [Text(text, chunk_size=max(1, chunk), pace_s=max(0.0, delay_ms) / 1000), _usage(body, text), Stop("stop")]
 
 
 def _call(body: dict[str, Any], name: str, arguments: dict[str, Any]) -> list[Step]:
@@ -107,6 +123,12 @@ def demo_responder(request: RecordedRequest) -> list[Step]:
     if "plan was approved" in lowered:
         return _say(body, "Done: I followed the approved plan step by step. (This is the offline demo model.)")
     if plan_mode:
+        asked = [c for c in calls if c.get("name") == "ask_user"]
+        if _ASK.search(user) and "ask_user" in tools and not asked:
+            return _call(body, "ask_user", DEMO_QUESTIONS)
+        if asked and outputs:
+            answers = str(outputs[-1].get("output", "")).strip()
+            return _say(body, _plan(user) + f"\n\nBased on your answers:\n{answers}")
         return _say(body, _plan(user))
     if _FILE_WORDS.search(user) and "ls" in tools:
         if not outputs:

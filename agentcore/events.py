@@ -101,6 +101,7 @@ class UsageEvent(_Event):
     cache_creation_tokens: int
     reasoning_tokens: int
     cost: float
+    cost_detail: dict[str, float] = Field(default_factory=dict)  # input / output / cache_read / cache_write
     model: str
 
 

@@ -104,6 +104,8 @@ class AgentRuntime:
         self._current_abort = asyncio.Event()
         self._compaction = CompactionSettings.parse((options.session or {}).get("compaction"))
         self._seen_generation = 0
+        self._config_cache: dict[tuple[str, Any, bool], TurnConfig] = {}
+        self._static_for: TurnConfig | None = None
         self.session_id = options.session_id or "main"
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -177,8 +179,19 @@ class AgentRuntime:
         self._last_window = int(total)
 
     def read_transcript(self) -> list[dict[str, Any]]:
-        """The model-visible context as message dicts (the store keeps the full history)."""
-        return [message_to_dict(m) for m in self.log.messages]
+        """The model-visible context as message dicts (the store keeps the full history).
+
+        Messages the runtime wrote itself (continuation prompts, plan decisions, compaction
+        summaries) carry ``"synthetic": true`` so a UI can show them as notices, not user turns.
+        """
+        log = self.log
+        out = []
+        for message, synthetic in zip(log.messages, log.message_synthetic, strict=True):
+            data = message_to_dict(message)
+            if synthetic:
+                data["synthetic"] = True
+            out.append(data)
+        return out
 
     def restore_transcript(self, messages: list[dict[str, Any]]) -> None:
         """Seed the context before any history exists (never overwrites stored history)."""
@@ -233,6 +246,7 @@ class AgentRuntime:
             raise AgentError(BUSY, "another run is active on this runtime")
         async with self._run_lock:
             self._active = True
+            self._config_cache.clear()  # workdirs, files and registrations may have changed since
             try:
                 async for event in self._run(parsed, host):
                     yield event
@@ -427,6 +441,19 @@ class AgentRuntime:
         )
 
     def _configure(self, op: dict[str, Any]) -> TurnConfig:
+        """The turn configuration for ``op``, built once per (settings, mode, style) and reused:
+        rebuilding tools, guards and prompts for every request would dominate a fast loop."""
+        key = (json.dumps(op.get("settings", {}), sort_keys=True), op.get("mode"), self._style_on())
+        cached = self._config_cache.get(key)
+        if cached is None:
+            cached = self._build_config(op)
+            self._config_cache[key] = cached
+        if self._static_for is not cached:  # the static context (prompt, tools) changed
+            self._static_for = cached
+            self._tracker.set_static_context(system_prompt=cached.system_prompt, tools=cached.tools)
+        return cached
+
+    def _build_config(self, op: dict[str, Any]) -> TurnConfig:
         settings = op.get("settings", {})
         opts = self._options
         model = self._model(settings)
@@ -453,7 +480,6 @@ class AgentRuntime:
             system = f"{system}\n\n{load_prompt('plan.md')}"
         if self._style_on():
             system = f"{system}\n\n{load_prompt(COMMUNICATION_SKILL)}"
-        self._tracker.set_static_context(system_prompt=system, tools=tools)
         effort = resolve_effort(settings.get("effort"), opts.effort, model)
         provider: Provider = self._providers.get(model.api_kind)
         self._last_window = settings.get("context_window") or model.context_window

@@ -50,6 +50,7 @@ class ConversationLog:
     messages: list[Message] = field(default_factory=list)
     message_entry_ids: list[str] = field(default_factory=list)
     message_ops: list[str | None] = field(default_factory=list)
+    message_synthetic: list[bool] = field(default_factory=list)  # runtime-written prompts, not the user's
     head: str | None = None
     registers: dict[str, Register] = field(default_factory=dict)
     receipts: dict[str, Receipt] = field(default_factory=dict)
@@ -143,6 +144,7 @@ class ConversationLog:
             self.messages.append(message_from_dict(payload["message"]))
             self.message_entry_ids.append(entry.id)
             self.message_ops.append(payload.get("op"))
+            self.message_synthetic.append(bool(payload.get("synthetic")))
             call_key = payload.get("call_key")
             if call_key:
                 self.results.add(call_key)
@@ -164,17 +166,20 @@ class ConversationLog:
             self.messages = [summary, *self.messages[start:]]
             self.message_entry_ids = [entry.id, *self.message_entry_ids[start:]]
             self.message_ops = [None, *self.message_ops[start:]]
+            self.message_synthetic = [True, *self.message_synthetic[start:]]
             self.compaction_generation += 1
         elif kind == "reset":
             self.messages = []
             self.message_entry_ids = []
             self.message_ops = []
+            self.message_synthetic = []
             self.compaction_generation += 1
         elif kind == "transcript":
             for raw in payload["messages"]:
                 self.messages.append(message_from_dict(raw))
                 self.message_entry_ids.append(entry.id)
                 self.message_ops.append(None)
+                self.message_synthetic.append(False)
 
     def last_user_index(self) -> int:
         for index in range(len(self.messages) - 1, -1, -1):

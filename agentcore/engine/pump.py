@@ -4,12 +4,16 @@ Streamed fragments must be committed (and shown) within the flush window even wh
 provider goes quiet mid-answer — otherwise a stall right after some text would leave that
 text neither durable nor visible. ``with_ticks`` runs the stream in its own task and yields
 ``None`` whenever the caller's flush deadline passes while no event is waiting.
+
+It sits on the hot path of every model request, so it avoids per-event tasks: one plain
+future and, only while fragments are buffered, one timer handle per wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TypeVar
 
@@ -28,42 +32,48 @@ class _Failed:
 async def with_ticks(
     stream: AsyncIterator[T], next_deadline: Callable[[], float | None], clock: Callable[[], float]
 ) -> AsyncGenerator[T | None, None]:
-    queue: asyncio.Queue[object] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    items: deque[object] = deque()
+    waiter: asyncio.Future[None] | None = None
+
+    def wake() -> None:
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def pump() -> None:
         try:
             async for item in stream:
-                queue.put_nowait(item)
+                items.append(item)
+                wake()
         except Exception as exc:  # an adapter bug: surface it in the consumer
-            queue.put_nowait(_Failed(exc))
+            items.append(_Failed(exc))
         finally:
-            queue.put_nowait(_DONE)
+            items.append(_DONE)
+            wake()
 
     task = asyncio.create_task(pump())
-    getter: asyncio.Future[object] | None = None
     try:
         while True:
-            if getter is None and not queue.empty():
-                item = queue.get_nowait()
-            else:
-                if getter is None:
-                    getter = asyncio.ensure_future(queue.get())
+            if not items:
+                waiter = loop.create_future()
                 deadline = next_deadline()
-                timeout = None if deadline is None else max(0.0, deadline - clock())
-                done, _ = await asyncio.wait({getter}, timeout=timeout)
-                if not done:
-                    yield None
+                timer = None if deadline is None else loop.call_later(max(0.0, deadline - clock()), wake)
+                try:
+                    await waiter
+                finally:
+                    if timer is not None:
+                        timer.cancel()
+                    waiter = None
+                if not items:
+                    yield None  # the flush deadline passed while the provider was quiet
                     continue
-                item = getter.result()
-                getter = None
+            item = items.popleft()
             if item is _DONE:
                 return
             if isinstance(item, _Failed):
                 raise item.error
             yield item  # type: ignore[misc]
     finally:
-        if getter is not None:
-            getter.cancel()
         if not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -50,7 +50,7 @@ from agentcore.events import (
     UsageEvent,
     WebSearchEvent,
 )
-from agentcore.harness.storage import Commit
+from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.host import AgentHost, call_hook
 from agentcore.messages import (
     AssistantMessage,
@@ -83,6 +83,10 @@ from agentcore.tools.ask_user import ASK_USER, format_answers, normalize_questio
 from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition, ToolResult
 from agentcore.tools.executor import execute_call, prepare_call
 
+NO_ONE_TO_ASK = (
+    "No one is available to answer questions in this run. Continue with your best assumptions "
+    "and state them in your answer."
+)
 INTERRUPTED_RESULT = (
     "The process running this tool call was interrupted before its result was recorded; "
     "the outcome is unknown. Check the current state before repeating it."
@@ -143,6 +147,7 @@ class TurnEngine:
         self.request_id = request_id
         self.configure = configure
         self.host = host or AgentHost()
+        self.has_host = host is not None  # H1: with no host at all, nothing ever pauses
         self.abort = abort
         self.sleep = sleep
         self.context_meter = context_meter
@@ -576,27 +581,39 @@ class TurnEngine:
                         break
                     batch.append(nxt)
                     look += 1
-            async for event in self._run_batch(op, cfg, batch, results):
+            last = index + len(batch) == len(calls)
+            async for event in self._run_batch(op, cfg, batch, results, advance=last):
                 yield event
-            if self.final is not None or (self.log.op or {}).get("phase") == "paused":
+            if self.final is not None or (self.log.op or {}).get("phase") in ("paused", "model"):
                 return
             if self.abort.is_set():  # L8: the running tool was stopped; end without a new request
                 yield self.finish_aborted(self.log.op or op, "the run was cancelled during a tool call")
                 return
             index += len(batch)
         current = self.log.op or op
-        terminate = bool(results) and all(r is not None and r.terminate for r in results)
-        if terminate:
+        if _terminates(results):
             yield self.finish_completed(current, Commit(), "")
             return
-        value = dict(current, phase="model", step=step + 1, attempt=0)
+        self.log.commit(Commit(registers=[self._after_tools(current)]))
+
+    def _after_tools(self, op: dict[str, Any]) -> RegisterWrite:
+        """The program counter after a tool round: the next model request."""
+        value = dict(op, phase="model", step=op["step"] + 1, attempt=0)
         value.pop("tool_calls", None)
         value.pop("approvals", None)
-        self.log.commit(Commit(registers=[self.log.set_op(value)]))
+        return self.log.set_op(value)
 
     async def _run_batch(
-        self, op: dict[str, Any], cfg: TurnConfig, batch: list[dict[str, Any]], results: list[ToolResult | None]
+        self,
+        op: dict[str, Any],
+        cfg: TurnConfig,
+        batch: list[dict[str, Any]],
+        results: list[ToolResult | None],
+        *,
+        advance: bool = False,
     ) -> AsyncIterator[AgentEvent]:
+        """Run one batch; with ``advance``, the results commit also moves the program counter to
+        the next model request (one transaction instead of two on the hot path)."""
         step = op["step"]
         runnable: list[tuple[dict[str, Any], AgentTool, dict[str, Any], str]] = []
         settled: list[tuple[dict[str, Any], ToolResult, str]] = []
@@ -623,6 +640,9 @@ class TurnEngine:
             prepared = prepare_call(tool, call["arguments"])
             if isinstance(prepared, ToolResult):  # invalid arguments: no intent, no effect (invariant 11)
                 settled.append((call, prepared, display_id))
+                continue
+            if tool.name == ASK_USER and not self.has_host:
+                settled.append((call, ToolResult.text(NO_ONE_TO_ASK, is_error=True), display_id))
                 continue
             if tool.name == ASK_USER:
                 self._pause_for_questions(op, call, prepared, key)
@@ -701,6 +721,8 @@ class TurnEngine:
                     duration_ms=(self.clock() - started) * 1000 if started is not None else None,
                 )
             )
+        if advance and not self.abort.is_set() and not _terminates(results):
+            commit.registers.append(self._after_tools(self.log.op or op))
         if not commit.is_empty():
             self.log.commit(commit)
         for event in finished:
@@ -817,6 +839,8 @@ class TurnEngine:
         history = [*op.get("plan_history", []), {"approval_id": approval_id, "approved": approved, "notes": notes}]
         if approved:
             prompt = load_prompt("plan_approved.md").format(plan=plan_text)
+            if notes:
+                prompt += f"\n\nReviewer's notes:\n{notes}"
             mode = "build"
         else:
             prompt = load_prompt("plan_rejected.md").format(plan=plan_text, notes=notes or "(no notes)")
@@ -963,6 +987,7 @@ _USAGE_EVENT_FIELDS = (
     "cache_creation_tokens",
     "reasoning_tokens",
     "cost",
+    "cost_detail",
     "model",
 )
 
@@ -978,6 +1003,11 @@ async def _drain_while(work: asyncio.Future[Any], updates: asyncio.Queue[ToolEve
             getter.cancel()
     while not updates.empty():
         yield updates.get_nowait()
+
+
+def _terminates(results: list[ToolResult | None]) -> bool:
+    """T3: a tool round ends the turn only when every result asks to terminate."""
+    return bool(results) and all(r is not None and r.terminate for r in results)
 
 
 def _budgets_dict(budgets: Budgets) -> dict[str, int]:

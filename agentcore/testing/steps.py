@@ -26,6 +26,7 @@ class Text:
     text: str
     chunk_size: int = 16
     chunks: list[str] | None = None
+    pace_s: float = 0.0  # seconds between streamed frames: a slow, token-by-token provider
 
     def parts(self) -> list[str]:
         if self.chunks is not None:

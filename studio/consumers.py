@@ -1,0 +1,90 @@
+"""The session watcher: one WebSocket per open session page.
+
+It never runs anything (runs live in ``studio.hosts``); it authenticates, joins the session's
+group, renders the current state once, then forwards the host's pushes in order. Each push has
+a sequence number; a watcher that sees a gap (a frame dropped by a full channel, or a new host
+epoch after a restart) re-renders every region from a fresh host state instead of applying a
+patch out of order. So the page can lag, but never lose or duplicate content.
+
+Close codes (before the handshake is accepted, so nothing is ever sent):
+``4401`` not logged in, ``4403`` not the session's owner (or no such session).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from studio import selectors
+from studio.hosts import HostError, get_host_client
+
+log = logging.getLogger("studio.consumers")
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+
+
+class SessionConsumer(AsyncWebsocketConsumer):
+    session_id: str = ""
+    group: str = ""
+    epoch: str = ""
+    seq: int = -1
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        session_id = str(self.scope["url_route"]["kwargs"]["session_id"])
+        if not await database_sync_to_async(selectors.user_owns_session)(user.pk, session_id):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.session_id = session_id
+        self.group = f"session-{session_id}"
+        # Join before reading the state: every push after the state's seq is then delivered.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.resync()
+
+    async def disconnect(self, code: int) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Browsers only listen; anything they send just asks for a fresh render."""
+        await self.resync()
+
+    async def session_push(self, message: dict[str, Any]) -> None:
+        epoch, seq = message["epoch"], int(message["seq"])
+        if epoch == self.epoch and seq <= self.seq:
+            return  # already part of what this page shows
+        if message.get("full") or (epoch == self.epoch and seq == self.seq + 1):
+            self.epoch, self.seq = epoch, seq
+            await self.send(text_data=message["html"])
+            return
+        log.info(
+            "session %s: push gap (%s/%s after %s/%s), re-rendering", self.session_id, epoch, seq, self.epoch, self.seq
+        )
+        await self.resync()
+
+    async def resync(self) -> None:
+        try:
+            state = await get_host_client().state(self.session_id)
+        except HostError as exc:
+            await self.send(text_data=_host_error_banner(exc.message))
+            return
+        html = await database_sync_to_async(selectors.render_full_regions)(self.session_id, state)
+        self.epoch, self.seq = state.epoch, state.seq
+        await self.send(text_data=html)
+
+
+def _host_error_banner(message: str) -> str:
+    from django.utils.html import escape
+
+    return (
+        '<div id="composer-error" hx-swap-oob="true" class="composer-error">'
+        f'<div class="form-error">{escape(message)}</div></div>'
+    )

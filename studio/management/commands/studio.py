@@ -1,0 +1,90 @@
+"""``python manage.py studio``: everything needed to go from a fresh checkout to a running Studio.
+
+Migrates the database, creates a first user when there is none (the generated password is
+printed once and kept in ``<data dir>/initial-login.txt``, readable by the owner only),
+registers the offline demo model, then replaces itself with daphne serving
+``studio.asgi:application``. Idempotent: a second run changes nothing and just serves.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from studio.models import Provider, RegisteredModel
+
+DEMO_MODEL_NAME = "Offline demo model"
+
+
+def ensure_demo_model() -> bool:
+    """Register the offline demo model once; True if it was created now."""
+    if RegisteredModel.objects.filter(provider=Provider.DEMO).exists():
+        return False
+    RegisteredModel.objects.create(name=DEMO_MODEL_NAME, provider=Provider.DEMO, model_id="demo")
+    return True
+
+
+def ensure_first_user(data_dir: Path, username: str = "admin") -> tuple[str, str] | None:
+    """Create a superuser when the database has no user at all; return (username, password)."""
+    user_model = get_user_model()
+    if user_model.objects.exists():
+        return None
+    password = secrets.token_urlsafe(12)
+    user_model.objects.create_superuser(username=username, email="", password=password)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    login_file = data_dir / "initial-login.txt"
+    login_file.write_text(f"username: {username}\npassword: {password}\n")
+    login_file.chmod(0o600)
+    return username, password
+
+
+class Command(BaseCommand):
+    help = "Prepare Studio (migrate, first user, demo model) and serve it with daphne."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="Interface to bind (default 127.0.0.1).")
+        parser.add_argument("--port", type=int, default=8000, help="Port (default 8000).")
+        parser.add_argument("--no-serve", action="store_true", help="Prepare only; do not start daphne.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        data_dir = Path(settings.STUDIO_DATA_DIR)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        call_command("migrate", interactive=False, verbosity=0)
+        created = ensure_first_user(data_dir)
+        if ensure_demo_model():
+            self.stdout.write("Registered the offline demo model (no API key needed).")
+        url = f"http://{options['host']}:{options['port']}/"
+        if created:
+            username, password = created
+            self.stdout.write(self.style.SUCCESS("Created your first user."))
+            self.stdout.write(f"  Log in at {url} as {username} / {password}")
+            self.stdout.write(f"  (saved in {data_dir / 'initial-login.txt'}; change it in the admin)")
+        elif (data_dir / "initial-login.txt").exists():
+            self.stdout.write(f"Log in at {url} (first login saved in {data_dir / 'initial-login.txt'}).")
+        else:
+            self.stdout.write(f"Log in at {url}")
+        if options["no_serve"]:
+            return
+        self.stdout.write(f"Serving Studio on {url} (Ctrl+C to stop)")
+        sys.stdout.flush()
+        argv = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            options["host"],
+            "-p",
+            str(options["port"]),
+            "studio.asgi:application",
+        ]
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH")]))
+        os.execv(sys.executable, argv)

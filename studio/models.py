@@ -1,0 +1,273 @@
+"""Studio's own records.
+
+The agent store (one SQLite file per session, owned by agentcore) is the truth for the
+conversation. These tables hold what Studio needs around it: which models are registered, who
+owns which session, and the trace Studio observed from run events that the transcript does not
+carry (tool timings, approval history, usage ledger, how each run ended). Usage rows are keyed
+by the runtime's stable ``record_id`` so a replayed report is an upsert, never a double count.
+"""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class Provider(models.TextChoices):
+    DEMO = "demo", "Offline demo model"
+    OPENAI = "openai", "OpenAI"
+    ANTHROPIC = "anthropic", "Anthropic"
+    CUSTOM = "custom", "Custom endpoint"
+
+
+class ApiKind(models.TextChoices):
+    DEFAULT = "", "Provider default"
+    OPENAI_RESPONSES = "openai-responses", "OpenAI Responses"
+    ANTHROPIC_MESSAGES = "anthropic-messages", "Anthropic Messages"
+    OPENAI_COMPLETIONS = "openai-completions", "OpenAI Chat Completions"
+
+
+class PermissionPolicy(models.TextChoices):
+    WORKSPACE = "workspace", "Workspace — workdir only"
+    READ_ONLY = "read-only", "Read-only — no edits, no bash"
+    AUTO = "auto", "Auto — files anywhere"
+
+
+class Effort(models.TextChoices):
+    OFF = "off", "Off"
+    MINIMAL = "minimal", "Minimal"
+    LOW = "low", "Low"
+    MEDIUM = "medium", "Medium"
+    HIGH = "high", "High"
+    XHIGH = "xhigh", "Extra high"
+    MAX = "max", "Max"
+
+
+class Mode(models.TextChoices):
+    BUILD = "build", "Build"
+    PLAN = "plan", "Plan"
+
+
+class SessionStatus(models.TextChoices):
+    IDLE = "idle", "Idle"
+    RUNNING = "running", "Running"
+    WAITING = "waiting", "Waiting for you"
+    FAILED = "failed", "Failed"
+
+
+class RegisteredModel(models.Model):
+    """A model users can pick for a session. ``api_key`` is write-only in every UI."""
+
+    name = models.CharField(max_length=200, unique=True)
+    provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.OPENAI)
+    model_id = models.CharField("model id", max_length=200, blank=True)
+    base_url = models.URLField("base URL", max_length=500, blank=True)
+    api_kind = models.CharField(max_length=40, choices=ApiKind.choices, blank=True, default="")
+    api_key = models.CharField("API key", max_length=500, blank=True)
+    attributes = models.JSONField(default=dict, blank=True, help_text="Model attributes (SPEC M1) as JSON.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:  # never leak the key through a debug repr
+        return f"<RegisteredModel {self.pk} {self.name!r} provider={self.provider}>"
+
+    @property
+    def is_demo(self) -> bool:
+        return self.provider == Provider.DEMO
+
+    @property
+    def display_name(self) -> str:
+        return "Offline demo model" if self.is_demo else self.name
+
+    def runtime_options(self) -> dict[str, Any]:
+        """Options for ``create_agent`` (includes the key: for the session host only)."""
+        if self.is_demo:
+            return {"provider": "demo"}
+        options: dict[str, Any] = {}
+        if self.provider != Provider.CUSTOM:
+            options["provider"] = self.provider
+        for key, value in (
+            ("model", self.model_id),
+            ("base_url", self.base_url),
+            ("api_kind", self.api_kind),
+            ("api_key", self.api_key),
+        ):
+            if value:
+                options[key] = value
+        if self.attributes:
+            options["model_attributes"] = self.attributes
+        return options
+
+    def public_description(self) -> dict[str, Any]:
+        """What the Records tab may show: everything but the key."""
+        return {
+            "name": self.display_name,
+            "provider": self.provider,
+            "model_id": self.model_id or ("demo" if self.is_demo else ""),
+            "base_url": self.base_url,
+            "api_kind": self.api_kind or "provider default",
+            "api_key": "set" if self.api_key else "not set",
+            "attributes": self.attributes or {},
+        }
+
+    def price_per_million(self) -> dict[str, Decimal]:
+        cost = (self.attributes or {}).get("cost") or {}
+        return {k: Decimal(str(cost.get(k, 0))) for k in ("input", "output", "cache_read", "cache_write")}
+
+
+class StudioSession(models.Model):
+    """One conversation with one agent store, owned by one user."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="studio_sessions")
+    title = models.CharField(max_length=200, blank=True)
+    registered_model = models.ForeignKey(RegisteredModel, on_delete=models.PROTECT, related_name="sessions")
+    workdir = models.CharField(max_length=1000)
+    permission_policy = models.CharField(
+        max_length=20, choices=PermissionPolicy.choices, default=PermissionPolicy.WORKSPACE
+    )
+    effort = models.CharField(max_length=10, choices=Effort.choices, default=Effort.MEDIUM)
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.BUILD)
+    status = models.CharField(max_length=10, choices=SessionStatus.choices, default=SessionStatus.IDLE)
+    store_path = models.CharField(max_length=1000)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_activity = models.DateTimeField(auto_now_add=True)
+    input_tokens = models.BigIntegerField(default=0)
+    cached_input_tokens = models.BigIntegerField(default=0)
+    cache_creation_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+
+    class Meta:
+        ordering = ("-last_activity",)
+        indexes = (models.Index(fields=["owner", "-last_activity"]),)
+
+    def __str__(self) -> str:
+        return self.title or f"Session {str(self.id)[:8]}"
+
+    @property
+    def group_name(self) -> str:
+        """The channel-layer group that carries this session's live partials."""
+        return f"session-{self.id}"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.cached_input_tokens + self.cache_creation_tokens + self.output_tokens
+
+
+class SessionStore(StudioSession):
+    """The agent store behind a session, as the admin sees it (a proxy: no table of its own)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "session store"
+        verbose_name_plural = "session stores"
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    PAUSED = "paused", "Waiting for you"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    ABORTED = "aborted", "Stopped"
+
+
+class Run(models.Model):
+    """One logical request (``request_id``): a prompt and every resume of it."""
+
+    session = models.ForeignKey(StudioSession, on_delete=models.CASCADE, related_name="runs")
+    request_id = models.CharField(max_length=200)
+    prompt = models.TextField(blank=True)
+    agent = models.CharField(max_length=10, choices=Mode.choices, default=Mode.BUILD)
+    effort = models.CharField(max_length=10, blank=True)
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    error_code = models.CharField(max_length=100, blank=True)
+    error = models.TextField(blank=True)
+    pending = models.JSONField(null=True, blank=True)
+    retries = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = (
+            "started_at",
+            "id",
+        )
+        constraints = (models.UniqueConstraint(fields=["session", "request_id"], name="studio_run_unique_request"),)
+
+
+class ToolCall(models.Model):
+    """A tool call as Studio saw it: arguments, outcome and timing (the Tasks tab)."""
+
+    session = models.ForeignKey(StudioSession, on_delete=models.CASCADE, related_name="tool_calls")
+    request_id = models.CharField(max_length=200, blank=True)
+    tool_call_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=12, default="running")  # running | ok | error | interrupted
+    result = models.TextField(blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = (
+            "started_at",
+            "id",
+        )
+        constraints = (
+            models.UniqueConstraint(fields=["session", "request_id", "tool_call_id"], name="studio_toolcall_unique"),
+        )
+
+
+class Approval(models.Model):
+    """A plan submitted for review and the reviewer's decision (the Plan tab's history)."""
+
+    session = models.ForeignKey(StudioSession, on_delete=models.CASCADE, related_name="approvals")
+    request_id = models.CharField(max_length=200, blank=True)
+    approval_id = models.CharField(max_length=200)
+    plan = models.TextField(blank=True)
+    decision = models.CharField(max_length=10, blank=True)  # "" (pending) | approved | rejected
+    notes = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = (
+            "created_at",
+            "id",
+        )
+        constraints = (models.UniqueConstraint(fields=["session", "approval_id"], name="studio_approval_unique"),)
+
+
+class UsageRecord(models.Model):
+    """One settled model response's usage; ``record_id`` is the runtime's stable id (upsert key)."""
+
+    session = models.ForeignKey(StudioSession, on_delete=models.CASCADE, related_name="usage_records")
+    record_id = models.CharField(max_length=200)
+    request_id = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    input_tokens = models.BigIntegerField(default=0)
+    cached_input_tokens = models.BigIntegerField(default=0)
+    cache_creation_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = (
+            "created_at",
+            "id",
+        )
+        constraints = (models.UniqueConstraint(fields=["session", "record_id"], name="studio_usage_unique_record"),)

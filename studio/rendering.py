@@ -1,0 +1,359 @@
+"""Model and tool output → safe HTML, and session state → the live partials.
+
+Everything a model or a tool wrote is untrusted. Markdown is parsed with raw HTML disabled,
+links are limited to http(s)/mailto, and the produced HTML is sanitised once more with nh3
+against a short allow-list, so neither a ``<script>``, an ``onerror`` attribute nor a
+``javascript:`` link can reach the page. Plain-text output (tool arguments and results) goes
+through Django's autoescaping only.
+
+The same partial templates render a full page and every live push (one partial per
+live-updated fragment), so a page patched by pushes looks exactly like one rendered fresh.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import nh3
+from django.template.loader import render_to_string
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+from studio.live import LiveBlock, clip, key_argument
+
+_ALLOWED_TAGS = {
+    "a", "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote",
+    "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody",
+    "tr", "th", "td", "span", "div", "input",
+}  # fmt: skip
+_ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title"},
+    "code": {"class"},
+    "span": {"class"},
+    "div": {"class"},
+    "pre": {"class"},
+    "th": {"align"},
+    "td": {"align"},
+    "ol": {"start"},
+    "input": {"type", "checked", "disabled"},
+}
+_URL_SCHEMES = {"http", "https", "mailto"}
+_FORMATTER = HtmlFormatter(cssclass="hl", nowrap=False)
+
+
+def _highlight(code: str, lang: str, _attrs: str) -> str:
+    if not lang:
+        return ""
+    try:
+        lexer = get_lexer_by_name(lang.split()[0])
+    except ClassNotFound:
+        return ""
+    return highlight(code, lexer, _FORMATTER)
+
+
+_MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "highlight": _highlight})
+_MD.enable(["table", "strikethrough"])
+
+
+def sanitize_html(html: str) -> str:
+    """The last wall: only allow-listed tags, attributes and URL schemes survive."""
+    return nh3.clean(
+        html,
+        tags=_ALLOWED_TAGS,
+        attributes=_ALLOWED_ATTRIBUTES,
+        url_schemes=_URL_SCHEMES,
+        link_rel="noopener noreferrer nofollow",
+        strip_comments=True,
+        attribute_filter=_filter_attribute,
+    )
+
+
+def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
+    if tag == "input":
+        # markdown task lists only: a disabled checkbox and nothing else.
+        if attribute == "type":
+            return "checkbox" if value == "checkbox" else None
+        if attribute == "disabled":
+            return "disabled"
+    return value
+
+
+def render_markdown(text: str) -> SafeString:
+    """Markdown → sanitised HTML. Safe for any input, including half-streamed text."""
+    if not text:
+        return mark_safe("")
+    return mark_safe(sanitize_html(_MD.render(text)))
+
+
+def pygments_css() -> str:
+    return _FORMATTER.get_style_defs(".hl")
+
+
+def pretty_json(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+# --- plan -----------------------------------------------------------------------------------
+
+_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+(?:\[(?P<mark>[ xX])\]\s+)?(?P<text>.+)$")
+
+
+@dataclass(slots=True)
+class PlanItem:
+    text: SafeString
+    done: bool = False
+
+
+def plan_items(plan: str) -> list[PlanItem]:
+    """The plan's list items, for the checklist view (empty when the plan has no list)."""
+    items: list[PlanItem] = []
+    for line in plan.splitlines():
+        match = _ITEM.match(line)
+        if match:
+            inline = mark_safe(sanitize_html(_MD.renderInline(match.group("text").strip())))
+            items.append(PlanItem(text=inline, done=(match.group("mark") or " ").lower() == "x"))
+    return items
+
+
+# --- conversation items -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Turn:
+    """One user message and everything the agent did in reply (a section of the conversation)."""
+
+    key: str
+    prompt: str | None
+    blocks: list[LiveBlock] = field(default_factory=list)
+    notice: dict[str, str] | None = None
+    images: int = 0
+
+
+def _user_text(message: dict[str, Any]) -> tuple[str, int]:
+    texts = [c.get("text", "") for c in message.get("content", []) if c.get("type") == "text"]
+    images = sum(1 for c in message.get("content", []) if c.get("type") == "image")
+    return "\n".join(texts), images
+
+
+def _synthetic_prompts() -> list[tuple[str, str]]:
+    """First lines of the prompts the runtime writes as user messages on its own."""
+    try:
+        from agentcore.prompts import load_prompt
+    except ImportError:
+        return []
+    found = []
+    for name, label in (
+        ("plan_approved.md", "approved"),
+        ("plan_rejected.md", "rejected"),
+        ("continuation.md", "continued"),
+        ("length_continuation.md", "continued"),
+        ("lost_call.md", "continued"),
+    ):
+        try:
+            first = load_prompt(name).split("{", 1)[0].strip().splitlines()[0].strip()
+        except (OSError, IndexError):
+            continue
+        if first:
+            found.append((first, label))
+    return found
+
+
+_SYNTHETIC: list[tuple[str, str]] | None = None
+
+
+def synthetic_kind(message: dict[str, Any], text: str) -> str | None:
+    """Why the runtime wrote this user message itself (plan decision, continuation), or None."""
+    global _SYNTHETIC
+    if _SYNTHETIC is None:
+        _SYNTHETIC = _synthetic_prompts()
+    for prefix, label in _SYNTHETIC:
+        if text.startswith(prefix):
+            return label
+    if message.get("synthetic"):
+        return "continued"
+    return None
+
+
+def _synthetic_block(kind: str, text: str, key: str) -> LiveBlock:
+    if kind == "approved":
+        return LiveBlock(key=key, kind="notice", status="info", text="Plan approved — building it now.")
+    if kind == "rejected":
+        note = (
+            text.split("Reviewer's notes:", 1)[-1].strip().split("\n\n", 1)[0].strip()
+            if "Reviewer's notes:" in text
+            else ""
+        )
+        return LiveBlock(
+            key=key, kind="notice", status="warning", text=f"Plan rejected: {note}" if note else "Plan rejected."
+        )
+    return LiveBlock(key=key, kind="notice", status="info", text="The agent continued after an interruption.")
+
+
+def transcript_turns(
+    transcript: list[dict[str, Any]],
+    *,
+    tool_timings: dict[str, dict[str, Any]] | None = None,
+    run_notices: list[dict[str, str] | None] | None = None,
+) -> list[Turn]:
+    """Group transcript messages into turns of display blocks (the same blocks as live).
+
+    ``run_notices`` holds, per prompt-carrying run in order, how it ended when that was not a
+    normal completion (failed / stopped); they attach to the matching turn when the counts
+    agree (after a compaction they may not, and then only the last one is shown at the end).
+    """
+    tool_timings = tool_timings or {}
+    turns: list[Turn] = []
+    tools: dict[str, LiveBlock] = {}
+    current: Turn | None = None
+    for m_index, message in enumerate(transcript):
+        role = message.get("role")
+        if role == "user":
+            text, images = _user_text(message)
+            synthetic = synthetic_kind(message, text)
+            if synthetic is not None and current is not None:
+                current.blocks.append(_synthetic_block(synthetic, text, f"m{m_index}-syn"))
+                continue
+            current = Turn(key=f"t{m_index}", prompt=text, images=images)
+            turns.append(current)
+            continue
+        if current is None:
+            current = Turn(key=f"t{m_index}", prompt=None)
+            turns.append(current)
+        if role == "assistant":
+            for c_index, block in enumerate(message.get("content", [])):
+                kind = block.get("type")
+                key = f"m{m_index}-{c_index}"
+                if kind == "text" and block.get("text"):
+                    current.blocks.append(LiveBlock(key=key, kind="text", text=block["text"]))
+                elif kind == "thinking" and block.get("thinking") and not block.get("redacted"):
+                    current.blocks.append(LiveBlock(key=key, kind="thinking", text=block["thinking"]))
+                elif kind == "tool_call":
+                    timing = tool_timings.get(str(block.get("id")), {})
+                    tool = LiveBlock(
+                        key=key,
+                        kind="tool",
+                        tool_call_id=str(block.get("id")),
+                        name=str(block.get("name")),
+                        arguments=block.get("arguments") or {},
+                        status=timing.get("status") or "pending",
+                        duration_ms=timing.get("duration_ms"),
+                    )
+                    tools[tool.tool_call_id] = tool
+                    current.blocks.append(tool)
+            if message.get("error_message") and message.get("stop_reason") in ("error", "aborted"):
+                current.blocks.append(
+                    LiveBlock(key=f"m{m_index}-err", kind="notice", status="error", text=message["error_message"])
+                )
+        elif role == "tool_result":
+            tool = tools.get(str(message.get("tool_call_id")))
+            if tool is not None:
+                texts = [c.get("text", "") for c in message.get("content", []) if c.get("type") == "text"]
+                tool.result = clip("\n".join(texts))
+                tool.status = "error" if message.get("is_error") else "ok"
+    if run_notices:
+        prompted = [t for t in turns if t.prompt is not None]
+        if len(prompted) == len(run_notices):
+            for turn, notice in zip(prompted, run_notices, strict=True):
+                turn.notice = notice
+        elif run_notices[-1] and turns:
+            turns[-1].notice = run_notices[-1]
+    return turns
+
+
+# --- partials ---------------------------------------------------------------------------------
+
+
+def block_context(block: LiveBlock, dom_prefix: str) -> dict[str, Any]:
+    return {
+        "b": block,
+        "dom_id": f"{dom_prefix}-{block.key}",
+        "html": render_markdown(block.text) if block.kind == "text" else "",
+        "key_arg": key_argument(block.name, block.arguments) if block.kind == "tool" else "",
+        "args_json": pretty_json(block.arguments) if block.kind == "tool" else "",
+    }
+
+
+def render_block(block: LiveBlock, dom_prefix: str) -> str:
+    return render_to_string("studio/_block.html", block_context(block, dom_prefix))
+
+
+def render_block_parts(block: LiveBlock, dom_prefix: str) -> str:
+    """OOB fragments that update a block already on the page, keeping a <details> open."""
+    ctx = block_context(block, dom_prefix)
+    if block.kind in ("thinking", "tool"):
+        return render_to_string("studio/_block_parts.html", ctx)
+    return oob(render_block(block, dom_prefix))
+
+
+def oob(html: str, how: str = "true") -> str:
+    """Mark the first element of ``html`` as an out-of-band swap (htmx ws extension)."""
+    html = html.strip()
+    if how == "true":
+        return re.sub(r"^<(\w+)", r'<\1 hx-swap-oob="true"', html, count=1)
+    return f'<div hx-swap-oob="{escape(how)}">{html}</div>'
+
+
+# --- regions ------------------------------------------------------------------------------------
+
+#: Regions replaced whole by a full push; the page includes the same partials.
+FULL_REGIONS = (
+    "studio/_conversation.html",
+    "studio/_pending.html",
+    "studio/_status.html",
+    "studio/_run_controls.html",
+    "studio/_context_ring.html",
+)
+TRACE_REGIONS = (
+    "studio/_session_stats.html",
+    "studio/_tab_tasks.html",
+    "studio/_tab_plan.html",
+    "studio/_tab_records.html",
+    "studio/_tab_usage.html",
+    "studio/_tab_counts.html",
+)
+
+
+def ring_geometry(usage: dict[str, int] | None) -> dict[str, Any] | None:
+    """The context ring's arc (SVG presentation attributes, no inline style: CSP)."""
+    if not usage or not usage.get("total"):
+        return None
+    used, total = int(usage["used"]), int(usage["total"])
+    fraction = max(0.0, min(1.0, used / total))
+    circumference = 2 * 3.14159265 * 15.9155
+    return {
+        "used": used,
+        "total": total,
+        "percent": round(fraction * 100),
+        "dash": f"{fraction * circumference:.2f} {circumference:.2f}",
+        "level": "high" if fraction >= 0.9 else "warn" if fraction >= 0.7 else "ok",
+    }
+
+
+def render_context_ring(usage: dict[str, int] | None, *, oob: bool = False) -> str:
+    return render_to_string(
+        "studio/_context_ring.html", {"context_usage": usage, "ring": ring_geometry(usage), "oob": oob}
+    )
+
+
+def render_regions(context: dict[str, Any]) -> str:
+    """Every live region as out-of-band fragments: a full push or a watcher's re-render."""
+    ctx = {**context, "oob": True, "ring": ring_geometry(context.get("context_usage"))}
+    return "".join(render_to_string(name, ctx) for name in FULL_REGIONS + TRACE_REGIONS)
+
+
+def render_trace(context: dict[str, Any]) -> str:
+    ctx = {**context, "oob": True}
+    return "".join(render_to_string(name, ctx) for name in TRACE_REGIONS)

@@ -1,0 +1,9 @@
+"""WebSocket routes (HTTP routes are in ``studio.urls``)."""
+
+from django.urls import path
+
+from studio.consumers import SessionConsumer
+
+websocket_urlpatterns = [
+    path("ws/sessions/<uuid:session_id>/", SessionConsumer.as_asgi()),
+]

@@ -1,0 +1,110 @@
+"""Studio test fixtures: users, the demo model, sessions, and a session host per test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import django
+import pytest
+from django.test import Client
+
+# Studio tests need Django configured before their modules import studio.* (pytest-django then
+# finds the settings through the environment). Studio modules are imported inside the fixtures.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
+django.setup()
+
+
+@pytest.fixture(autouse=True)
+def studio_data_dir(tmp_path: Path, settings: Any) -> Path:
+    data = tmp_path / "studio-data"
+    data.mkdir()
+    settings.STUDIO_DATA_DIR = data
+    settings.STUDIO_HOST_MODE = "inprocess"
+    return data
+
+
+@pytest.fixture
+def user(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(username="alice", password="alice-pass-123")
+
+
+@pytest.fixture
+def other_user(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(username="mallory", password="mallory-pass-123")
+
+
+@pytest.fixture
+def demo_model(db: Any) -> Any:
+    from studio.management.commands.studio import ensure_demo_model
+    from studio.models import RegisteredModel
+
+    ensure_demo_model()
+    return RegisteredModel.objects.get(provider="demo")
+
+
+@pytest.fixture
+def make_session(demo_model: Any, tmp_path: Path) -> Callable[..., Any]:
+    from studio import services
+    from studio.models import StudioSession
+
+    def make(owner: Any, **kwargs: Any) -> Any:
+        workdir = tmp_path / f"work-{owner.username}-{StudioSession.objects.count()}"
+        workdir.mkdir()
+        (workdir / "README.md").write_text("# Sample project\nUsed by Studio tests.\n")
+        options = {
+            "registered_model": demo_model,
+            "workdir": str(workdir),
+            "permission_policy": "workspace",
+            "effort": "medium",
+            "mode": "build",
+        } | kwargs
+        return services.session_create(owner=owner, **options)
+
+    return make
+
+
+@pytest.fixture
+def logged_in(client: Client, user: Any) -> Client:
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+async def host() -> AsyncIterator[Any]:
+    """A fresh in-process session host (real agentcore runtimes, demo model)."""
+    from studio.hosts import SessionHost, set_session_host
+
+    session_host = SessionHost(flush_interval=0.01)
+    set_session_host(session_host)
+    yield session_host
+    await session_host.close()
+    set_session_host(None)
+
+
+@pytest.fixture
+async def scripted_host() -> AsyncIterator[Callable[[list[Any]], Any]]:
+    """A session host whose runtimes follow a script (see ``fakes.ScriptedRuntime``)."""
+    from studio.hosts import SessionHost, set_session_host
+    from tests.studio.fakes import ScriptedRuntime
+
+    hosts: list[Any] = []
+    runtimes: list[ScriptedRuntime] = []
+
+    def install(script: list[Any]) -> tuple[Any, list[ScriptedRuntime]]:
+        async def factory(config: Any) -> ScriptedRuntime:
+            runtime = ScriptedRuntime(script)
+            runtimes.append(runtime)
+            return runtime
+
+        session_host = SessionHost(runtime_factory=factory, flush_interval=0.01)
+        set_session_host(session_host)
+        hosts.append(session_host)
+        return session_host, runtimes
+
+    yield install
+    for h in hosts:
+        await h.close()
+    set_session_host(None)

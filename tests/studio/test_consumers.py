@@ -1,0 +1,138 @@
+"""W1/W2/W6: the session WebSocket — auth, ownership, live partials, gap recovery."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from studio.asgi import application
+from studio.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
+from studio.hosts import SessionHost
+from tests.studio.fakes import text_script
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _cookie_for(user: Any) -> str:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+async def _connect(session_id: Any, user: Any | None) -> tuple[WebsocketCommunicator, bool, Any]:
+    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+    if user is not None:
+        headers.append((b"cookie", (await sync_to_async(_cookie_for)(user)).encode()))
+    communicator = WebsocketCommunicator(application, f"/ws/sessions/{session_id}/", headers=headers)
+    connected, code = await communicator.connect(timeout=10)
+    return communicator, connected, code
+
+
+async def _receive_until(communicator: WebsocketCommunicator, predicate: Any, limit: int = 200) -> list[str]:
+    """Collect frames until one satisfies ``predicate`` (bounded by count and by timeout)."""
+    frames = []
+    for _ in range(limit):
+        frame = await communicator.receive_from(timeout=10)
+        frames.append(frame)
+        if predicate(frame):
+            return frames
+    raise AssertionError("condition never met")
+
+
+async def test_anonymous_socket_is_refused(user: Any, make_session: Any) -> None:
+    """W6: the consumer rejects anonymous connections (close code 4401)."""
+    session = await sync_to_async(make_session)(user)
+    _communicator, connected, code = await _connect(session.pk, None)
+    assert not connected and code == CLOSE_UNAUTHENTICATED
+
+
+async def test_other_users_socket_is_refused(user: Any, other_user: Any, make_session: Any) -> None:
+    """W6: a user cannot watch someone else's session (close code 4403)."""
+    session = await sync_to_async(make_session)(user)
+    _communicator, connected, code = await _connect(session.pk, other_user)
+    assert not connected and code == CLOSE_FORBIDDEN
+
+
+async def test_socket_from_a_foreign_origin_is_refused(user: Any, make_session: Any) -> None:
+    session = await sync_to_async(make_session)(user)
+    cookie = (await sync_to_async(_cookie_for)(user)).encode()
+    communicator = WebsocketCommunicator(
+        application, f"/ws/sessions/{session.pk}/", headers=[(b"origin", b"https://evil.example"), (b"cookie", cookie)]
+    )
+    connected, _ = await communicator.connect(timeout=10)
+    assert not connected
+
+
+async def test_owner_gets_the_full_state_then_live_partials(user: Any, make_session: Any, host: SessionHost) -> None:
+    """W1/W2: connect renders every region; a run streams partials and ends rendered from the store."""
+    session = await sync_to_async(make_session)(user)
+    communicator, connected, _ = await _connect(session.pk, user)
+    assert connected
+    first = await communicator.receive_from(timeout=10)
+    for region in (
+        "conversation",
+        "pending",
+        "session-status",
+        "run-controls",
+        "context-ring",
+        "tab-tasks",
+        "tab-usage",
+    ):
+        assert f'id="{region}"' in first
+    await host.prompt(str(session.pk), prompt="what files are here?", agent="build", effort="medium")
+    frames = await _receive_until(communicator, lambda f: "pill-idle" in f and "README" in f and "live-turn" not in f)
+    joined = "".join(frames)
+    assert "live-turn" in joined  # the run was shown live first
+    assert 'hx-swap-oob="beforeend:#live-blocks"' in joined  # blocks arrived as partials
+    assert "tool-name" in joined and ">ls<" in joined  # a tool call row
+    assert "pill-running" in joined
+    await communicator.disconnect()
+
+
+async def test_closing_the_socket_never_stops_the_run(user: Any, make_session: Any, scripted_host: Any) -> None:
+    """W2: a browser disconnect leaves the run going; reconnecting shows everything so far."""
+    host, runtimes = scripted_host(text_script("Hello ", "wonderful ", "world"))
+    session = await sync_to_async(make_session)(user)
+    communicator, _connected, _ = await _connect(session.pk, user)
+    await communicator.receive_from(timeout=10)
+    await host.prompt(str(session.pk), prompt="greet", agent="build", effort="medium")
+    await runtimes[0].reached.wait()
+    await communicator.disconnect()
+    assert host._sessions[str(session.pk)].running
+    # Reconnect mid-stream: the first frame already holds the text streamed so far.
+    again, _connected, _ = await _connect(session.pk, user)
+    first = await again.receive_from(timeout=10)
+    assert "Hello" in first and 'id="live-turn"' in first
+    runtimes[0].gate.set()
+    frames = await _receive_until(again, lambda f: "Hello wonderful world" in f and "live-turn" not in f)
+    assert frames
+    await again.disconnect()
+
+
+async def test_a_dropped_push_triggers_a_full_rerender(user: Any, make_session: Any, host: SessionHost) -> None:
+    """A frame lost by a full channel costs a re-render, never content (seq gap → resync)."""
+    session = await sync_to_async(make_session)(user)
+    communicator, _connected, _ = await _connect(session.pk, user)
+    first = await communicator.receive_from(timeout=10)
+    assert 'id="conversation"' in first
+    state = await host.state(str(session.pk))
+    layer = get_channel_layer()
+    await layer.group_send(
+        f"session-{session.pk}",
+        {"type": "session.push", "epoch": state.epoch, "seq": state.seq + 5, "full": False, "html": "<p>partial</p>"},
+    )
+    frame = await communicator.receive_from(timeout=10)
+    assert "partial" not in frame
+    assert 'id="conversation"' in frame and 'hx-swap-oob="true"' in frame
+    # An old push (already part of the state) is skipped silently.
+    await layer.group_send(
+        f"session-{session.pk}",
+        {"type": "session.push", "epoch": state.epoch, "seq": state.seq, "full": False, "html": "<p>stale</p>"},
+    )
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()

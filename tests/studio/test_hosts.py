@@ -1,0 +1,185 @@
+"""W2/W4: the session host runs sessions, pauses for plans and questions, stops, records usage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from studio import selectors, services
+from studio.hosts import HostError, SessionHost
+from studio.models import Approval, Run, StudioSession, ToolCall, UsageRecord
+from tests.studio.fakes import text_script
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def _session(make_session: Any, user: Any, **kwargs: Any) -> StudioSession:
+    return await sync_to_async(make_session)(user, **kwargs)
+
+
+async def _refresh(session: StudioSession) -> StudioSession:
+    return await StudioSession.objects.aget(pk=session.pk)
+
+
+async def test_build_run_records_tools_usage_and_title(user: Any, make_session: Any, host: SessionHost) -> None:
+    session = await _session(make_session, user)
+    await host.prompt(str(session.pk), prompt="what files are here?", agent="build", effort="medium")
+    await host.wait_idle(str(session.pk))
+    session = await _refresh(session)
+    assert session.status == "idle"
+    assert session.title == "what files are here?"
+    assert session.input_tokens > 0 and session.output_tokens > 0
+    names = [t.name async for t in ToolCall.objects.filter(session=session)]
+    assert names == ["ls", "read"]
+    assert all([t.duration_ms is not None and t.status == "ok" async for t in ToolCall.objects.filter(session=session)])
+    state = await host.state(str(session.pk))
+    assert not state.running and state.live is None
+    assert state.transcript[-1]["role"] == "assistant"
+    assert state.context_usage and state.context_usage["total"] == 32000
+
+
+async def test_a_second_prompt_while_running_is_refused(user: Any, make_session: Any, scripted_host: Any) -> None:
+    host, runtimes = scripted_host(text_script("a", "b"))
+    session = await _session(make_session, user)
+    await host.prompt(str(session.pk), prompt="one", agent="build", effort="medium")
+    await runtimes[0].reached.wait()
+    with pytest.raises(HostError) as err:
+        await host.prompt(str(session.pk), prompt="two", agent="build", effort="medium")
+    assert err.value.code == "busy"
+    runtimes[0].gate.set()
+    await host.wait_idle(str(session.pk))
+
+
+async def test_plan_mode_pauses_then_approval_builds(user: Any, make_session: Any, host: SessionHost) -> None:
+    """PL/W4: a plan waits for review; approving resumes the same request in build mode."""
+    session = await _session(make_session, user)
+    request_id = await host.prompt(str(session.pk), prompt="add a todo list", agent="plan", effort="medium")
+    await host.wait_idle(str(session.pk))
+    session = await _refresh(session)
+    assert session.status == "waiting"
+    pending = await sync_to_async(selectors.pending_run)(str(session.pk))
+    assert pending is not None and pending["pending"]["kind"] == "plan"
+    assert "1. Inspect the workspace" in pending["pending"]["plan"]
+    approval = await Approval.objects.aget(session=session)
+    assert approval.decision == "" and approval.plan.startswith("Plan:")
+
+    with pytest.raises(HostError):  # a new prompt must wait for the review
+        await host.prompt(str(session.pk), prompt="something else", agent="build", effort="medium")
+
+    resumed = await host.resume_plan(str(session.pk), approved=True, notes="go")
+    assert resumed == request_id
+    await host.wait_idle(str(session.pk))
+    session = await _refresh(session)
+    assert session.status == "idle"
+    approval = await Approval.objects.aget(session=session)
+    assert approval.decision == "approved" and approval.notes == "go"
+    state = await host.state(str(session.pk))
+    assert "approved plan" in str(state.transcript[-1]).lower()
+    run = await Run.objects.aget(session=session, request_id=request_id)
+    assert run.status == "completed"
+
+
+async def test_rejecting_a_plan_with_notes_gets_a_revision(user: Any, make_session: Any, host: SessionHost) -> None:
+    session = await _session(make_session, user)
+    await host.prompt(str(session.pk), prompt="add a todo list", agent="plan", effort="medium")
+    await host.wait_idle(str(session.pk))
+    await host.resume_plan(str(session.pk), approved=False, notes="use SQLite please")
+    await host.wait_idle(str(session.pk))
+    pending = await sync_to_async(selectors.pending_run)(str(session.pk))
+    assert pending is not None
+    assert "use SQLite please" in pending["pending"]["plan"]
+    decisions = [(a.decision, a.notes) async for a in Approval.objects.filter(session=session).order_by("id")]
+    assert decisions == [("rejected", "use SQLite please"), ("", "")]
+
+
+async def test_questions_pause_and_answers_resume(user: Any, make_session: Any, scripted_host: Any) -> None:
+    """PL2/W4: ask_user pauses the run; answering resumes it."""
+    questions = [{"id": "db", "question": "Which database?", "options": ["SQLite", "Postgres"], "multi_select": False}]
+    script = [
+        {
+            "type": "end",
+            "status": "paused",
+            "request_id": "x",
+            "error_code": "user_input_required",
+            "pending": {"kind": "ask_user", "questions": questions},
+        }
+    ]
+    host, runtimes = scripted_host(script)
+    session = await _session(make_session, user)
+    await host.prompt(str(session.pk), prompt="build it", agent="plan", effort="medium")
+    await host.wait_idle(str(session.pk))
+    assert (await _refresh(session)).status == "waiting"
+    with pytest.raises(HostError) as err:
+        await host.resume_plan(str(session.pk), approved=True)
+    assert err.value.code == "not_waiting"
+    await host.answer(str(session.pk), answers={"db": "SQLite"})
+    await host.wait_idle(str(session.pk))
+    assert (await _refresh(session)).status == "idle"
+    assert runtimes[0].inputs[-1].ask_resume.answers == {"db": "SQLite"}
+
+
+async def test_stop_aborts_the_run(user: Any, make_session: Any, scripted_host: Any) -> None:
+    host, runtimes = scripted_host(text_script("partial ", "never"))
+    session = await _session(make_session, user)
+    request_id = await host.prompt(str(session.pk), prompt="long job", agent="build", effort="medium")
+    await runtimes[0].reached.wait()
+    assert await host.stop(str(session.pk))
+    await host.wait_idle(str(session.pk))
+    run = await Run.objects.aget(request_id=request_id)
+    assert run.status == "aborted"
+    assert (await _refresh(session)).status == "idle"
+    assert not await host.stop(str(session.pk))  # nothing left to stop
+
+
+def test_usage_records_are_upserts_never_double_counted(user: Any, make_session: Any) -> None:
+    """Cost accuracy: a replayed usage record (same record_id) does not count twice."""
+    session = make_session(user)
+    usage = {
+        "record_id": "r1:0:0",
+        "input_tokens": 100,
+        "cached_input_tokens": 50,
+        "cache_creation_tokens": 10,
+        "output_tokens": 20,
+        "reasoning_tokens": 5,
+        "cost": 0.0125,
+        "model": "m",
+    }
+    assert services.record_usage(str(session.pk), "r1", usage) is True
+    assert services.record_usage(str(session.pk), "r1", usage) is False
+    session.refresh_from_db()
+    assert (session.input_tokens, session.cached_input_tokens, session.cache_creation_tokens) == (100, 50, 10)
+    assert (session.output_tokens, session.reasoning_tokens) == (20, 5)
+    assert str(session.cost) == "0.012500"
+    assert session.total_tokens == 180  # reasoning is part of output, not added again
+    assert UsageRecord.objects.count() == 1
+
+
+def test_usage_tab_prices_each_token_class_separately(user: Any, make_session: Any) -> None:
+    from studio.models import RegisteredModel
+
+    model = RegisteredModel.objects.create(
+        name="Priced",
+        provider="openai",
+        model_id="gpt-x",
+        attributes={"cost": {"input": 2, "output": 10, "cache_read": 0.5, "cache_write": 2.5}},
+    )
+    session = make_session(user, registered_model=model)
+    services.record_usage(
+        str(session.pk),
+        "r1",
+        {
+            "record_id": "a",
+            "input_tokens": 1_000_000,
+            "cached_input_tokens": 2_000_000,
+            "cache_creation_tokens": 400_000,
+            "output_tokens": 100_000,
+            "cost": 4,
+        },
+    )
+    context = selectors.usage_context(session)
+    costs = context["usage_totals"]["class_costs"]
+    assert (costs["input"], costs["cached"], costs["cache_write"], costs["output"]) == (2, 1, 1, 1)
+    assert context["usage_totals"]["calls"] == 1
+    assert context["usage_chart"]["bars"]

@@ -1,0 +1,126 @@
+"""W6: model and tool output can never inject markup (sanitised Markdown, escaped text)."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+import pytest
+
+from studio.live import LiveBlock
+from studio.rendering import plan_items, render_block, render_markdown, transcript_turns
+
+HOSTILE = [
+    "<script>alert('x')</script>",
+    '<img src=x onerror="alert(1)">',
+    "[click](javascript:alert(1))",
+    '<a href="javascript:alert(1)">raw link</a>',
+    "[data](data:text/html;base64,PHNjcmlwdD4=)",
+    '<iframe src="https://evil.example"></iframe>',
+    "<svg onload=alert(1)>",
+    '<div style="background:url(javascript:alert(1))">x</div>',
+    "```html\n<script>alert(1)</script>\n```",
+    "![img](https://evil.example/pixel.png)",
+]
+
+
+class _Elements(HTMLParser):
+    """Collects the real elements and attributes a browser would build (text is ignored)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs.extend((name, value or "") for name, value in attrs)
+
+
+def assert_inert(html: str) -> None:
+    """No executable element, no event handler, no inline style, no script-capable URL."""
+    parser = _Elements()
+    parser.feed(html)
+    assert not {"script", "iframe", "svg", "img", "object", "embed", "style", "form"} & set(parser.tags), parser.tags
+    for name, value in parser.attrs:
+        assert not name.startswith("on"), name
+        assert name != "style"
+        if name in ("href", "src", "action", "formaction"):
+            assert value.startswith(("https:", "http:", "mailto:", "#", "/")), value
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_markdown_output_is_inert(text: str) -> None:
+    """W6: hostile model text renders as text, never as markup or a live link."""
+    assert_inert(render_markdown(text))
+
+
+def test_markdown_keeps_the_useful_parts() -> None:
+    html = render_markdown("# Title\n\n**bold** and `code` and [a link](https://example.com)\n\n- one\n- two\n")
+    assert "<h1>Title</h1>" in html
+    assert "<strong>bold</strong>" in html
+    assert "<code>code</code>" in html
+    assert 'href="https://example.com"' in html
+    assert 'rel="noopener noreferrer nofollow"' in html
+    assert "<li>one</li>" in html
+
+
+def test_code_fences_are_highlighted_with_classes_only() -> None:
+    html = render_markdown("```python\ndef f(x):\n    return x\n```")
+    assert 'class="hl"' in html
+    assert '<span class="k">def</span>' in html
+    assert "style=" not in html
+
+
+def test_half_streamed_markdown_renders() -> None:
+    html = render_markdown("Here is code:\n\n```python\nprint('hi')")
+    assert "print" in html
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_tool_rows_escape_arguments_and_results(text: str) -> None:
+    """W6: raw HTML in tool arguments or output is shown as text."""
+    block = LiveBlock(key="b0", kind="tool", name="bash", arguments={"command": text}, status="ok", result=text)
+    html = render_block(block, "tx")
+    assert_inert(html)
+    assert "&lt;" in html or "<" not in text
+
+
+def test_thinking_is_escaped_text() -> None:
+    html = render_block(LiveBlock(key="b0", kind="thinking", text="<script>x</script>"), "tx")
+    assert "<script>" not in html
+    assert "&lt;script&gt;" in html
+    assert "<details" in html
+
+
+def test_transcript_turns_pair_tool_calls_with_results() -> None:
+    transcript = [
+        {"role": "user", "content": [{"type": "text", "text": "list files"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "let me look"},
+                {"type": "tool_call", "id": "c1", "name": "ls", "arguments": {"path": "."}},
+            ],
+        },
+        {
+            "role": "tool_result",
+            "tool_call_id": "c1",
+            "tool_name": "ls",
+            "content": [{"type": "text", "text": "a.txt"}],
+            "is_error": False,
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "One file."}]},
+    ]
+    turns = transcript_turns(transcript, tool_timings={"c1": {"status": "ok", "duration_ms": 12.0}})
+    assert len(turns) == 1
+    kinds = [b.kind for b in turns[0].blocks]
+    assert kinds == ["thinking", "tool", "text"]
+    tool = turns[0].blocks[1]
+    assert tool.result == "a.txt" and tool.status == "ok" and tool.duration_ms == 12.0
+
+
+def test_plan_items_from_numbered_and_task_lists() -> None:
+    items = plan_items("Plan\n\n1. Inspect `x`\n2. Change <b>it</b>\n- [x] done already\n")
+    assert [str(i.text) for i in items][:1] == ["Inspect <code>x</code>"]
+    assert "<b>" not in str(items[1].text)
+    assert items[2].done is True
