@@ -13,6 +13,7 @@ from agentcore.harness.storage import AgentStorage, StorageFactory
 from agentcore.host import AgentHost
 from agentcore.inputs import AgentInput, AskResume, ImageInput, PlanResume, ToolApprovalResume
 from agentcore.models.attributes import ModelAttributes, parse_model_attributes
+from agentcore.offline import cancel_agent_conversation
 from agentcore.runtime import AgentRuntime, create_agent
 from agentcore.sync import run_sync
 from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition, ToolResult
@@ -39,6 +40,7 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "UserInputRequired",
+    "cancel_agent_conversation",
     "create_agent",
     "estimate_agent_context_tokens",
     "export_agent_database",

@@ -414,9 +414,14 @@ class AgentRuntime:
             ModelAttributes.model_validate(settings["model_attributes"]) if "model_attributes" in settings else None
         )
         if provider == "demo":
-            if self._demo is None:
-                self._demo = DemoServer()
-            base = demo_model_options(self._demo.base_url)
+            # A host running many runtimes passes one shared demo server's ``base_url``;
+            # otherwise this runtime starts (and later stops) its own.
+            url = settings.get("base_url", opts.base_url)
+            if url is None:
+                if self._demo is None:
+                    self._demo = DemoServer()
+                url = self._demo.base_url
+            base = demo_model_options(url)
             return resolve_model(
                 provider="demo",
                 model="demo",
