@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentcore import AgentTool, ToolContext, ToolResult, create_agent
+from agentcore import AgentHost, AgentTool, ToolContext, ToolResult, UserInputRequired, create_agent
 
 
 def probe_tool(workdir: Path) -> AgentTool:
@@ -46,6 +46,9 @@ async def main() -> None:
     parser.add_argument("--request-id", required=True)
     parser.add_argument("--prompt", default="go")
     parser.add_argument("--api-kind", default="openai-completions")
+    parser.add_argument("--plan", action="store_true", help="plan mode; every plan pauses for review")
+    parser.add_argument("--approve", help="resume: approve this approval id")
+    parser.add_argument("--hold", action="store_true", help="after the run ends, wait to be killed")
     args = parser.parse_args()
     workdir = Path(args.workdir)
     runtime = await create_agent(
@@ -59,12 +62,24 @@ async def main() -> None:
         extra_tools=[probe_tool(workdir)],
         sleep=_no_sleep,
     )
+    run_input: dict[str, Any] = {"prompt": args.prompt, "request_id": args.request_id}
+    if args.plan:
+        run_input["agent"] = "plan"
+    if args.approve:
+        run_input = {"request_id": args.request_id, "plan_resume": {"approval_id": args.approve, "approved": True}}
+    host = AgentHost(approve_plan=_pause_for_review)
     try:
-        async for event in runtime.run({"prompt": args.prompt, "request_id": args.request_id}):
+        async for event in runtime.run(run_input, host):
             sys.stdout.write(json.dumps(event.model_dump()) + "\n")
             sys.stdout.flush()
+        if args.hold:
+            await asyncio.Event().wait()  # the parent kills us here
     finally:
         await runtime.close()
+
+
+def _pause_for_review(payload: dict[str, Any]) -> None:
+    raise UserInputRequired("plan review", payload)
 
 
 async def _no_sleep(seconds: float) -> None:

@@ -59,10 +59,13 @@ class Child:
         await self.proc.wait()
 
 
-async def start_child(server: FakeProviderServer, db: Path, workdir: Path, request_id: str = "job") -> Child:
+async def start_child(
+    server: FakeProviderServer, db: Path, workdir: Path, request_id: str = "job", *extra: str
+) -> Child:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(CHILD),
+        *extra,
         "--db",
         str(db),
         "--base-url",
@@ -283,4 +286,22 @@ async def test_random_kills_converge(server, tmp_path, workspace) -> None:
     assert end["status"] == "completed" and "All steps done." in end["text"]
     lines = side.read_text().split() if side.exists() else []
     assert len(lines) == len(set(lines)), f"a never-replay command ran twice: {lines}"
+    assert_store_invariants(db)
+
+
+async def test_kill_between_plan_and_approval_then_approve_builds(server, tmp_path, workspace) -> None:
+    """PL4/D1: the process dies while a plan waits for approval; a new process approves it
+    (same request id) and the build runs — the plan is not requested again."""
+    db = tmp_path / "plan.sqlite"
+    server.enqueue([Text("Plan: 1. write hello.txt")])
+    child = await start_child(server, db, workspace, "job", "--plan", "--hold")
+    paused = await child.wait_for(lambda e: e["type"] == "end")
+    assert paused["status"] == "paused" and paused["pending"]["kind"] == "plan"
+    await child.kill()
+    server.enqueue([ToolCall("write", {"path": "hello.txt", "content": "hi\n"})], [Text("Built.")])
+    resumed = await start_child(server, db, workspace, "job", "--approve", paused["pending"]["approval_id"])
+    end = await resumed.finish()
+    assert end["status"] == "completed" and end["text"] == "Built."
+    assert (workspace / "hello.txt").read_text() == "hi\n"
+    assert len(server.requests) == 3
     assert_store_invariants(db)

@@ -1,0 +1,206 @@
+"""Shared state and endings of the turn engine (SPEC L1, D1, D5).
+
+``EngineBase`` holds what every part of the engine reads — the conversation log, the
+operation's request id, the host, the abort signal — and the one way an operation ends: a
+single terminal transaction that records the receipt and removes the program counter
+(DURABILITY invariant 16). The parts (model step, tool round, decisions, compaction) are
+mixins over it, each in its own module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentcore.engine.compaction import CompactionSettings
+from agentcore.engine.log import ConversationLog
+from agentcore.engine.retry import (
+    Sleep,
+)
+from agentcore.engine.usage import run_usage_totals
+from agentcore.errors import EXECUTION_ABORTED
+from agentcore.events import (
+    AgentEvent,
+    ContextUsageEvent,
+    RunEndEvent,
+    UsageEvent,
+)
+from agentcore.harness.storage import Commit
+from agentcore.host import AgentHost, call_hook
+from agentcore.messages import (
+    AssistantMessage,
+    Message,
+    TextContent,
+    ToolResultMessage,
+)
+from agentcore.models.attributes import ResolvedModel
+from agentcore.providers.base import (
+    Provider,
+    ToolSpec,
+)
+from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition
+
+
+@dataclass(slots=True)
+class TurnConfig:
+    """Everything resolved for one model request; rebuilt when the mode changes mid-operation."""
+
+    model: ResolvedModel
+    provider: Provider
+    system_prompt: str
+    tools: list[AgentTool]
+    effort: str | None
+    max_tokens: int
+    web_search: bool
+    mode: str
+    tool_context: Callable[[str], ToolContext]
+    tool_definitions: dict[str, ToolDefinition] = field(default_factory=dict)
+    context_window: int | None = None
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+
+    def tool_specs(self) -> list[ToolSpec]:
+        return [ToolSpec(t.name, t.description, t.parameters) for t in self.tools]
+
+    def find_tool(self, name: str) -> AgentTool | None:
+        for tool in self.tools:
+            if tool.name == name:
+                return tool
+        return None
+
+
+Configure = Callable[[dict[str, Any]], TurnConfig]
+ContextMeter = Callable[[list[Message], int], tuple[int, int] | None]
+
+
+def call_key(request_id: str, step: int, index: int) -> str:
+    return f"{request_id}/{step}/{index}"
+
+
+class EngineBase:
+    """Drives the open operation of ``log``; see ``TurnEngine`` for the driver."""
+
+    def __init__(
+        self,
+        log: ConversationLog,
+        request_id: str,
+        configure: Configure,
+        host: AgentHost | None,
+        abort: asyncio.Event,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        context_meter: ContextMeter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.log = log
+        self.request_id = request_id
+        self.configure = configure
+        self.host = host or AgentHost()
+        self.has_host = host is not None  # H1: with no host at all, nothing ever pauses
+        self.abort = abort
+        self.sleep = sleep
+        self.context_meter = context_meter
+        self.clock = clock
+        self.final: RunEndEvent | None = None
+        self._last_usage_emit = 0.0
+
+    async def _after_settle(
+        self, payload: dict[str, Any], record_id: str, *, meter: bool = True
+    ) -> AsyncIterator[AgentEvent]:
+        yield UsageEvent(record_id=record_id, **{k: payload[k] for k in _USAGE_EVENT_FIELDS})
+        if self.host.report_usage is not None:
+            await call_hook(self.host.report_usage, {"record_id": record_id, **payload})
+        usage = self._context_usage() if meter else None
+        if usage:
+            yield usage
+
+    def _terminal(self, op: dict[str, Any], commit: Commit, event: RunEndEvent) -> RunEndEvent:
+        receipt = self.log.receipts.get(self.request_id)
+        payload = dict(receipt.payload if receipt else {}, status=event.status, final=event.model_dump(), pending=None)
+        commit.receipts.append(self.log.receipt(self.request_id, payload))
+        commit.registers.append(self.log.set_op(None))
+        self.log.commit(commit)
+        self.final = event
+        return event
+
+    def _settle_open_calls(self, op: dict[str, Any], commit: Commit, reason: str) -> None:
+        """Give every unsettled call of the current batch a result so the transcript stays valid."""
+        if op.get("phase") not in ("tools", "paused") or not op.get("tool_calls"):
+            return
+        for call in op["tool_calls"]:
+            key = call_key(self.request_id, op["step"], call["index"])
+            if key in self.log.results:
+                continue
+            message = ToolResultMessage(call["id"], call["name"], [TextContent(reason)], is_error=True)
+            commit.entries.append(self.log.message_entry(message, self.request_id, call_key=key))
+
+    def finish_completed(self, op: dict[str, Any], commit: Commit, text: str) -> RunEndEvent:
+        final_text = text or self._last_assistant_text()
+        event = RunEndEvent(
+            status="completed",
+            request_id=self.request_id,
+            text=final_text,
+            usage=run_usage_totals(self.log, self.request_id, extra=commit.usage),
+        )
+        return self._terminal(op, commit, event)
+
+    def finish_failed(self, op: dict[str, Any], code: str, reason: str, *, commit: Commit | None = None) -> RunEndEvent:
+        commit = commit or Commit()
+        self._settle_open_calls(op, commit, f"Not run: the run failed ({reason}).")
+        event = RunEndEvent(
+            status="failed",
+            request_id=self.request_id,
+            text=self._last_assistant_text(),
+            error_code=code,
+            error=reason,
+            usage=run_usage_totals(self.log, self.request_id, extra=commit.usage),
+        )
+        return self._terminal(op, commit, event)
+
+    def finish_aborted(self, op: dict[str, Any], reason: str, *, commit: Commit | None = None) -> RunEndEvent:
+        commit = commit or Commit()
+        self._settle_open_calls(op, commit, "Not run: the run was cancelled.")
+        event = RunEndEvent(
+            status="aborted",
+            request_id=self.request_id,
+            text=self._last_assistant_text(),
+            error_code=EXECUTION_ABORTED,
+            error=reason,
+            usage=run_usage_totals(self.log, self.request_id, extra=commit.usage),
+        )
+        return self._terminal(op, commit, event)
+
+    def _last_assistant_text(self) -> str:
+        for index in range(len(self.log.messages) - 1, -1, -1):
+            if self.log.message_ops[index] != self.request_id:
+                break
+            message = self.log.messages[index]
+            if isinstance(message, AssistantMessage) and message.text:
+                return message.text
+        return ""
+
+    def _context_usage(self, *, streaming_chars: int = 0, throttle: bool = False) -> ContextUsageEvent | None:
+        if self.context_meter is None:
+            return None
+        now = self.clock()
+        if throttle and now - self._last_usage_emit < 0.1:
+            return None
+        measured = self.context_meter(self.log.messages, streaming_chars)
+        if measured is None:
+            return None
+        self._last_usage_emit = now
+        return ContextUsageEvent(used=measured[0], total=measured[1])
+
+
+_USAGE_EVENT_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cache_creation_tokens",
+    "reasoning_tokens",
+    "cost",
+    "cost_detail",
+    "model",
+)

@@ -1,0 +1,295 @@
+"""The tool round: intents, approvals, execution and settlement of one batch (SPEC T1–T3, D2, L8).
+
+Effect sandwich: every call's intent (with the prepared arguments and its replay policy) is
+committed before it starts; its result is committed before its ``end`` event, in the model's
+order even when read-only calls ran concurrently. A call found with an intent but no result
+is a call interrupted by a crash: re-run if ``replay="safe"``, otherwise answered with
+"interrupted, outcome unknown".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentcore.engine.base import TurnConfig, call_key
+from agentcore.engine.decisions import Decisions
+from agentcore.errors import UserInputRequired
+from agentcore.events import (
+    AgentEvent,
+    ToolEvent,
+)
+from agentcore.harness.storage import Commit, RegisterWrite
+from agentcore.host import call_hook
+from agentcore.messages import (
+    ToolResultMessage,
+)
+from agentcore.providers.shared import RAW_ARGUMENTS_KEY
+from agentcore.tools.ask_user import ASK_USER
+from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.executor import execute_call, prepare_call
+
+NO_ONE_TO_ASK = (
+    "No one is available to answer questions in this run. Continue with your best assumptions "
+    "and state them in your answer."
+)
+INTERRUPTED_RESULT = (
+    "The process running this tool call was interrupted before its result was recorded; "
+    "the outcome is unknown. Check the current state before repeating it."
+)
+
+
+class ToolRound(Decisions):
+    async def _tool_step(self, op: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+        cfg = self.configure(op)
+        step = op["step"]
+        calls = op["tool_calls"]
+        results: list[ToolResult | None] = [None] * len(calls)
+        index = 0
+        while index < len(calls):
+            call = calls[index]
+            key = call_key(self.request_id, step, call["index"])
+            if key in self.log.results:
+                index += 1
+                continue
+            if self.abort.is_set():
+                yield self.finish_aborted(self.log.op or op, "the run was cancelled")
+                return
+            # Batch consecutive independent read-only calls so they run concurrently.
+            batch = [call]
+            tool = cfg.find_tool(call["name"])
+            if tool is not None and tool.read_only and key not in self.log.intents:
+                look = index + 1
+                while look < len(calls):
+                    nxt = calls[look]
+                    nxt_tool = cfg.find_tool(nxt["name"])
+                    nxt_key = call_key(self.request_id, step, nxt["index"])
+                    if (
+                        nxt_tool is None
+                        or not nxt_tool.read_only
+                        or nxt_key in self.log.intents
+                        or nxt_key in self.log.results
+                    ):
+                        break
+                    batch.append(nxt)
+                    look += 1
+            last = index + len(batch) == len(calls)
+            async for event in self._run_batch(op, cfg, batch, results, advance=last):
+                yield event
+            if self.final is not None or (self.log.op or {}).get("phase") in ("paused", "model"):
+                return
+            if self.abort.is_set():  # L8: the running tool was stopped; end without a new request
+                yield self.finish_aborted(self.log.op or op, "the run was cancelled during a tool call")
+                return
+            index += len(batch)
+        current = self.log.op or op
+        if _terminates(results):
+            yield self.finish_completed(current, Commit(), "")
+            return
+        self.log.commit(Commit(registers=[self._after_tools(current)]))
+
+    def _after_tools(self, op: dict[str, Any]) -> RegisterWrite:
+        """The program counter after a tool round: the next model request."""
+        value = dict(op, phase="model", step=op["step"] + 1, attempt=0)
+        value.pop("tool_calls", None)
+        value.pop("approvals", None)
+        return self.log.set_op(value)
+
+    async def _run_batch(
+        self,
+        op: dict[str, Any],
+        cfg: TurnConfig,
+        batch: list[dict[str, Any]],
+        results: list[ToolResult | None],
+        *,
+        advance: bool = False,
+    ) -> AsyncIterator[AgentEvent]:
+        """Run one batch; with ``advance``, the results commit also moves the program counter to
+        the next model request (one transaction instead of two on the hot path)."""
+        step = op["step"]
+        runnable: list[tuple[dict[str, Any], AgentTool, dict[str, Any], str]] = []
+        settled: list[tuple[dict[str, Any], ToolResult, str]] = []
+        intents = Commit()
+        for call in batch:
+            key = call_key(self.request_id, step, call["index"])
+            display_id = f"{op.get('assistant_entry', '')[:12]}:{call['id']}"
+            tool = cfg.find_tool(call["name"])
+            intent = self.log.intents.get(key)
+            if intent is not None:
+                # Started before a crash, never settled (D2).
+                if tool is not None and intent.get("replay") == "safe" and tool.replay == "safe":
+                    runnable.append((call, tool, intent["arguments"], display_id))
+                else:
+                    settled.append((call, ToolResult.text(INTERRUPTED_RESULT, is_error=True), display_id))
+                continue
+            if tool is None:
+                settled.append((call, ToolResult.text(f"Unknown tool {call['name']!r}.", is_error=True), display_id))
+                continue
+            if RAW_ARGUMENTS_KEY in call["arguments"]:
+                invalid = "The tool call arguments were not valid JSON; resend the call with a valid JSON object."
+                settled.append((call, ToolResult.text(invalid, is_error=True), display_id))
+                continue
+            prepared = prepare_call(tool, call["arguments"])
+            if isinstance(prepared, ToolResult):  # invalid arguments: no intent, no effect (invariant 11)
+                settled.append((call, prepared, display_id))
+                continue
+            if tool.name == ASK_USER and not self.has_host:
+                settled.append((call, ToolResult.text(NO_ONE_TO_ASK, is_error=True), display_id))
+                continue
+            if tool.name == ASK_USER:
+                self._pause_for_questions(op, call, prepared, key)
+                yield self.paused_event(self.log.op or op)
+                return
+            decision = await self._approve(op, cfg, tool, call, prepared, key)
+            if decision == "pause":
+                yield self.paused_event(self.log.op or op)
+                return
+            if isinstance(decision, str):
+                settled.append((call, ToolResult.text(decision, is_error=True), display_id))
+                continue
+            intents.entries.append(
+                self.log.entry(
+                    "tool_intent",
+                    {
+                        "call_key": key,
+                        "name": tool.name,
+                        "arguments": prepared,
+                        "replay": tool.replay,
+                        "id": call["id"],
+                    },
+                )
+            )
+            runnable.append((call, tool, prepared, display_id))
+        if not intents.is_empty():
+            self.log.commit(intents)
+        starts: dict[str, float] = {}
+        for call, _tool, arguments, display_id in runnable:
+            starts[display_id] = self.clock()
+            yield ToolEvent(
+                phase="start", tool_call_id=display_id, name=call["name"], index=call["index"], arguments=arguments
+            )
+        updates: asyncio.Queue[ToolEvent] = asyncio.Queue()
+        work = asyncio.gather(
+            *(
+                execute_call(tool, arguments, self._tool_context(cfg, call, display_id, updates))
+                for call, tool, arguments, display_id in runnable
+            )
+        )
+        async for update in _drain_while(work, updates):
+            yield update
+        outcomes = work.result()
+        by_call = {id(call): outcome for (call, _t, _a, _d), outcome in zip(runnable, outcomes, strict=True)}
+        commit = Commit()
+        finished: list[ToolEvent] = []
+        for call in batch:
+            key = call_key(self.request_id, step, call["index"])
+            if key in self.log.results:
+                continue
+            match = next(((r, d) for c, r, d in settled if c is call), None)
+            if match is not None:
+                result, display_id = match
+            else:
+                result = by_call[id(call)]
+                display_id = next(d for c, _t, _a, d in runnable if c is call)
+            results[batch_position(call)] = result
+            message = ToolResultMessage(
+                tool_call_id=call["id"],
+                tool_name=call["name"],
+                content=result.content,
+                is_error=result.is_error,
+                structured_content=result.structured_content,
+            )
+            commit.entries.append(self.log.message_entry(message, self.request_id, call_key=key))
+            started = starts.get(display_id)
+            finished.append(
+                ToolEvent(
+                    phase="end",
+                    tool_call_id=display_id,
+                    name=call["name"],
+                    index=call["index"],
+                    arguments=call["arguments"],
+                    result=message.text,
+                    is_error=result.is_error,
+                    duration_ms=(self.clock() - started) * 1000 if started is not None else None,
+                )
+            )
+        if advance and not self.abort.is_set() and not _terminates(results):
+            commit.registers.append(self._after_tools(self.log.op or op))
+        if not commit.is_empty():
+            self.log.commit(commit)
+        for event in finished:
+            yield event
+        meter = self._context_usage()
+        if meter:
+            yield meter
+
+    def _tool_context(
+        self, cfg: TurnConfig, call: dict[str, Any], display_id: str, updates: asyncio.Queue[ToolEvent]
+    ) -> ToolContext:
+        """The tool's context, with partial output forwarded as ``tool`` update events."""
+        ctx = cfg.tool_context(display_id)
+
+        def on_update(partial: str) -> None:
+            updates.put_nowait(
+                ToolEvent(
+                    phase="update", tool_call_id=display_id, name=call["name"], index=call["index"], partial=partial
+                )
+            )
+
+        ctx.on_update = on_update
+        return ctx
+
+    async def _approve(
+        self,
+        op: dict[str, Any],
+        cfg: TurnConfig,
+        tool: AgentTool,
+        call: dict[str, Any],
+        arguments: dict[str, Any],
+        key: str,
+    ) -> str | bool:
+        """True = run it; a string = denied with that message; "pause" = paused durably."""
+        if tool.builtin:
+            return True  # SPEC T2: built-in tools never ask for approval
+        approvals = op.get("approvals") or {}
+        if key in approvals:
+            verdict = approvals[key]
+            return True if verdict.get("approved") else (verdict.get("message") or "The tool call was denied.")
+        definition = cfg.tool_definitions.get(tool.name)
+        needs_pause = definition is not None and not definition.auto_approve and cfg.mode == "plan"
+        payload = {"tool": tool.name, "arguments": arguments, "tool_call_id": call["id"], "approval_id": key}
+        if self.host.approve_tool_call is not None:
+            try:
+                await call_hook(self.host.approve_tool_call, payload)
+                return True
+            except UserInputRequired:
+                needs_pause = True
+            except Exception as exc:  # a denial: the message goes to the model
+                return str(exc) or "The tool call was denied."
+        if needs_pause:
+            self._pause(op, {"kind": "tool_approval", "approval_id": key, "tool": tool.name, "arguments": arguments})
+            return "pause"
+        return True
+
+
+async def _drain_while(work: asyncio.Future[Any], updates: asyncio.Queue[ToolEvent]) -> AsyncIterator[ToolEvent]:
+    """Yield queued updates until ``work`` is done, then whatever is left."""
+    while not work.done():
+        getter = asyncio.ensure_future(updates.get())
+        done, _ = await asyncio.wait({work, getter}, return_when=asyncio.FIRST_COMPLETED)
+        if getter in done:
+            yield getter.result()
+        else:
+            getter.cancel()
+    while not updates.empty():
+        yield updates.get_nowait()
+
+
+def _terminates(results: list[ToolResult | None]) -> bool:
+    """T3: a tool round ends the turn only when every result asks to terminate."""
+    return bool(results) and all(r is not None and r.terminate for r in results)
+
+
+def batch_position(call: dict[str, Any]) -> int:
+    return int(call["index"])
