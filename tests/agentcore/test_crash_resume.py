@@ -305,3 +305,24 @@ async def test_kill_between_plan_and_approval_then_approve_builds(server, tmp_pa
     assert (workspace / "hello.txt").read_text() == "hi\n"
     assert len(server.requests) == 3
     assert_store_invariants(db)
+
+
+async def test_crash_during_compaction_keeps_the_old_context(server, tmp_path, workspace) -> None:
+    """C3/issue 8: killed while the summary streams → the old context stays in force; the same
+    request id then completes the compaction, which survives a restart."""
+    db = tmp_path / "compact.sqlite"
+    server.enqueue([Text("first answer")])
+    await (await start_child(server, db, workspace, "r0", "--prompt", "remember the blue door")).finish()
+    before, _ = await transcript(db, server)
+    server.enqueue([Text("Summary: the user mentioned"), Hang()])
+    child = await start_child(server, db, workspace, "c1", "--prompt", "/compact")
+    await server.until_hanging(1)
+    await child.kill()
+    after_kill, _ = await transcript(db, server)
+    assert after_kill == before, "a crash during compaction leaves the old context in force"
+    server.enqueue([Text("Summary: the user mentioned the blue door.")])
+    end = await (await start_child(server, db, workspace, "c1", "--prompt", "/compact")).finish()
+    assert end["status"] == "completed"
+    compacted, _ = await transcript(db, server)
+    assert len(compacted) == 1 and "blue door" in json.dumps(compacted)
+    assert_store_invariants(db)
