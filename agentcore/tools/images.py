@@ -12,22 +12,7 @@ from pathlib import Path
 from agentcore.errors import InputValidationError
 from agentcore.inputs import MAX_IMAGE_BYTES
 from agentcore.messages import ImageContent
-
-_SIGNATURES: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-
-
-def sniff_image(head: bytes) -> str | None:
-    for magic, mime in _SIGNATURES:
-        if head.startswith(magic):
-            return mime
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
+from agentcore.tools.read import image_mime_type
 
 
 def load_image_files(paths: list[str], workdir: Path) -> list[ImageContent]:
@@ -41,7 +26,7 @@ def load_image_files(paths: list[str], workdir: Path) -> list[ImageContent]:
             raise InputValidationError(f"image file {name!r} cannot be read: {exc.strerror}", field=field) from exc
         if len(data) > MAX_IMAGE_BYTES:
             raise InputValidationError(f"image file {name!r} is larger than {MAX_IMAGE_BYTES} bytes", field=field)
-        mime = sniff_image(data[:16])
+        mime = image_mime_type(data[:16])
         if mime is None:
             raise InputValidationError(f"file {name!r} is not a PNG, JPEG, GIF or WebP image", field=field)
         images.append(ImageContent(base64.b64encode(data).decode("ascii"), mime))
