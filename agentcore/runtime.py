@@ -322,8 +322,7 @@ class AgentRuntime:
             self._mark_running(engine.request_id)
             return engine.apply_plan_decision(decision.approval_id, decision.approved, plan_text, decision.notes)
         if kind == "ask_user" and input.ask_resume is not None:
-            engine.apply_answers(input.ask_resume.answers)
-            return _empty()
+            return _one(engine.apply_answers(input.ask_resume.answers))
         if kind == "tool_approval" and input.tool_resume is not None:
             if input.tool_resume.approval_id != pending["approval_id"]:
                 raise InputValidationError("tool_resume.approval_id does not match", field="tool_resume.approval_id")
@@ -561,6 +560,10 @@ def _is_resume(input: AgentInput) -> bool:
     if input.plan_resume is not None or input.ask_resume is not None or input.tool_resume is not None:
         return True
     return not input.prompt and not input.images and not input.image_files
+
+
+async def _one(event: AgentEvent) -> AsyncIterator[AgentEvent]:
+    yield event
 
 
 async def _empty() -> AsyncIterator[AgentEvent]:

@@ -6,6 +6,10 @@ fake provider server on loopback. Then, in the same run, replays the *same reque
 with raw ``httpx`` streaming and reads the same SSE bytes: that is the floor. Prints the
 ratio runtime/floor per request, and events per second.
 
+The server shares the event loop (and thread) with the client, so process CPU time covers
+both sides of both runs; the CPU columns are the steadier signal on a busy machine, where
+wall time also counts waiting for a core.
+
     python bench/loop_overhead.py [--turns 50 100] [--api-kind openai-completions] [--repeat 3]
 """
 
@@ -55,7 +59,10 @@ def _script(turns: int) -> list[list[Any]]:
     return script
 
 
-async def run_agent(server: FakeProviderServer, api_kind: str, turns: int, db: Path) -> tuple[float, int]:
+async def run_agent(
+    server: FakeProviderServer, api_kind: str, turns: int, db: Path, cpu_times: list[float] | None = None
+) -> tuple[float, int]:
+    """(wall seconds, events) of one loop; its process CPU seconds are appended to ``cpu_times``."""
     server.reset()
     server.enqueue(*_script(turns))
     runtime = await create_agent(
@@ -69,40 +76,51 @@ async def run_agent(server: FakeProviderServer, api_kind: str, turns: int, db: P
         tools=[],
     )
     events = 0
+    cpu_start = time.process_time()
     start = time.perf_counter()
     async for _event in runtime.run(f"count to {turns}"):
         events += 1
     elapsed = time.perf_counter() - start
+    if cpu_times is not None:
+        cpu_times.append(time.process_time() - cpu_start)
     await runtime.close()
     return elapsed, events
 
 
-async def run_raw(server: FakeProviderServer, api_kind: str, turns: int, bodies: list[bytes]) -> float:
+async def run_raw(
+    server: FakeProviderServer, api_kind: str, turns: int, bodies: list[bytes], cpu_times: list[float] | None = None
+) -> float:
     server.reset()
     server.enqueue(*_script(turns))
     url = server.base_url + PATHS[api_kind]
     headers = {"authorization": "Bearer k", "content-type": "application/json", "anthropic-version": "2023-06-01"}
     async with httpx.AsyncClient(timeout=30) as client:
+        cpu_start = time.process_time()
         start = time.perf_counter()
         for body in bodies:
             async with client.stream("POST", url, content=body, headers=headers) as response:
                 async for _chunk in response.aiter_raw():
                     pass
-        return time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        if cpu_times is not None:
+            cpu_times.append(time.process_time() - cpu_start)
+        return elapsed
 
 
 async def measure(api_kind: str, turns: int, repeat: int) -> dict[str, float]:
     ratios, agent_times, raw_times, rates = [], [], [], []
+    agent_cpu: list[float] = []
+    raw_cpu: list[float] = []
     async with FakeProviderServer() as server:
         with tempfile.TemporaryDirectory() as tmp:
             for attempt in range(repeat):
                 db = Path(tmp) / f"bench-{attempt}.sqlite"
-                agent_s, events = await run_agent(server, api_kind, turns, db)
+                agent_s, events = await run_agent(server, api_kind, turns, db, agent_cpu)
                 bodies = [
                     request.raw_body if hasattr(request, "raw_body") else _encode(request.body)
                     for request in server.requests
                 ]
-                raw_s = await run_raw(server, api_kind, turns, bodies)
+                raw_s = await run_raw(server, api_kind, turns, bodies, raw_cpu)
                 agent_times.append(agent_s)
                 raw_times.append(raw_s)
                 ratios.append(agent_s / raw_s)
@@ -112,6 +130,9 @@ async def measure(api_kind: str, turns: int, repeat: int) -> dict[str, float]:
         "raw_ms_per_turn": statistics.median(raw_times) / turns * 1000,
         "ratio": statistics.median(ratios),
         "events_per_s": statistics.median(rates),
+        "agent_cpu_ms_per_turn": statistics.median(agent_cpu) / turns * 1000,
+        "raw_cpu_ms_per_turn": statistics.median(raw_cpu) / turns * 1000,
+        "cpu_ratio": statistics.median(a / r for a, r in zip(agent_cpu, raw_cpu, strict=True)),
     }
 
 
@@ -129,13 +150,17 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    print(f"{'api kind':<22}{'turns':>6}{'agent ms/turn':>15}{'raw ms/turn':>13}{'ratio':>8}{'events/s':>11}")
+    print(
+        f"{'api kind':<22}{'turns':>6}{'agent ms/turn':>15}{'raw ms/turn':>13}{'ratio':>8}{'events/s':>11}"
+        f"{'agent cpu':>11}{'raw cpu':>9}{'cpu ratio':>11}"
+    )
     for api_kind in args.api_kind:
         for turns in args.turns:
             result = asyncio.run(measure(api_kind, turns, args.repeat))
             print(
                 f"{api_kind:<22}{turns:>6}{result['agent_ms_per_turn']:>15.2f}{result['raw_ms_per_turn']:>13.2f}"
                 f"{result['ratio']:>8.2f}{result['events_per_s']:>11.0f}"
+                f"{result['agent_cpu_ms_per_turn']:>11.2f}{result['raw_cpu_ms_per_turn']:>9.2f}{result['cpu_ratio']:>11.2f}"
             )
 
 

@@ -8,7 +8,9 @@ composer does) and measures, per session:
 - last-token delay: prompt POST → the frame that renders the finished answer from the store.
 
 Prints median and p95 for N = 1, 10, 50 (override with ``--sizes``). Loopback only, bounded in
-count and time. Usage: ``python bench/studio_stream.py [--sizes 1,10,50]``.
+count and time. The demo model streams paced (``AGENTCORE_DEMO_DELAY_MS``, default 15 ms per
+chunk), so "last" includes that pacing; set it to 0 to measure Studio's own overhead.
+Usage: ``python bench/studio_stream.py [--sizes 1,10,50]``.
 """
 
 from __future__ import annotations
@@ -121,6 +123,8 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
+        pacing = os.environ.get("AGENTCORE_DEMO_DELAY_MS", "15")
+        print(f"demo model pacing: {pacing} ms per chunk (AGENTCORE_DEMO_DELAY_MS); one shared demo server per host")
         print(f"{'N':>4} {'TTFT median':>12} {'TTFT p95':>10} {'last median':>12} {'last p95':>10}  (seconds)")
         for n in sizes:
             sessions = [

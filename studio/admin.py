@@ -19,10 +19,15 @@ from asgiref.sync import async_to_sync
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat
+from django.template.response import TemplateResponse
+from django.urls import reverse
 
+from studio import services
 from studio.models import Approval, RegisteredModel, Run, SessionStore, StudioSession, ToolCall, UsageRecord
 
 
@@ -35,6 +40,7 @@ class RegisteredModelForm(forms.ModelForm):
         help_text="Write-only: the stored key is never shown. Leave blank to keep the current key.",
     )
     clear_api_key = forms.BooleanField(label="Remove the stored key", required=False)
+    base_url = forms.URLField(label="base URL", required=False, max_length=500, assume_scheme="https")
     attributes = forms.CharField(
         label="Attributes (JSON)",
         required=False,
@@ -152,7 +158,7 @@ def _exports_dir() -> Path:
 @admin.action(description="Export a consistent copy of the store")
 def export_store(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[SessionStore]) -> None:
     try:
-        from agentcore.harness.backup import export_agent_database
+        from agentcore import export_agent_database
     except ImportError:
         modeladmin.message_user(request, "This agentcore has no export_agent_database yet.", messages.ERROR)
         return
@@ -170,20 +176,94 @@ def export_store(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Q
             modeladmin.message_user(request, f"{store}: exported to {destination}", messages.SUCCESS)
 
 
+def _release_from_host(session_id: str) -> str:
+    """Ask the session host to close an idle runtime so the store's owner lock is free.
+
+    Returns an error message when a run is in progress ("" otherwise). A host that does not
+    answer (worker mode, no worker) holds nothing: the owner lock decides in the end.
+    """
+    from studio.hosts import HostError, get_host_client
+
+    try:
+        async_to_sync(get_host_client().call)("release", session_id)
+    except HostError as exc:
+        if exc.code == "busy":
+            return exc.message
+    return ""
+
+
 @admin.action(description="Cancel unfinished work offline")
 def cancel_offline(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[SessionStore]) -> None:
-    try:
-        from agentcore.harness import cancel_agent_conversation  # type: ignore[attr-defined]
-    except ImportError:
-        modeladmin.message_user(request, "This agentcore has no cancel_agent_conversation yet.", messages.ERROR)
-        return
     for store in queryset:
+        busy = _release_from_host(str(store.pk))
+        if busy:
+            modeladmin.message_user(request, f"{store}: {busy}", messages.ERROR)
+            continue
         try:
-            cancel_agent_conversation(agent_store_dir=os.path.dirname(store.store_path), conversation_id=str(store.pk))
-        except Exception as exc:
-            modeladmin.message_user(request, f"{store}: cancel failed: {getattr(exc, 'message', exc)}", messages.ERROR)
+            result = services.store_cancel_offline(store)
+        except services.StoreAdminError as exc:
+            modeladmin.message_user(request, f"{store}: cancel failed. {exc}", messages.ERROR)
+            continue
+        ended = len(result.get("cancelled_requests", []))
+        tasks = len(result.get("aborted_tasks", [])) + len(result.get("orphaned_tasks", []))
+        if ended or tasks:
+            text = f"{store}: cancelled {ended} unfinished run{'s' if ended != 1 else ''}"
+            text += f" and ended {tasks} task{'s' if tasks != 1 else ''}." if tasks else "."
         else:
-            modeladmin.message_user(request, f"{store}: unfinished work cancelled.", messages.SUCCESS)
+            text = f"{store}: nothing was unfinished."
+        modeladmin.message_user(request, text, messages.SUCCESS)
+
+
+class StoreImportForm(forms.Form):
+    """Where the exported store comes from, and which session receives it."""
+
+    source_file = forms.FileField(label="Upload a store", required=False, help_text="An exported .sqlite store.")
+    source_path = forms.CharField(
+        label="…or a path on the server",
+        required=False,
+        max_length=1000,
+        widget=forms.TextInput(attrs={"class": "vTextField", "placeholder": "/srv/backups/session.sqlite"}),
+    )
+    session = forms.ModelChoiceField(
+        label="Restore into",
+        queryset=StudioSession.objects.none(),
+        required=False,
+        empty_label="A new session",
+        help_text="An existing session whose store file is missing. The target is never overwritten.",
+    )
+    owner = forms.ModelChoiceField(
+        label="Owner (new session)", queryset=get_user_model().objects.none(), required=False
+    )
+    registered_model = forms.ModelChoiceField(
+        label="Model (new session)", queryset=RegisteredModel.objects.none(), required=False
+    )
+    title = forms.CharField(label="Title (new session)", required=False, max_length=200)
+    workdir = forms.CharField(
+        label="Working directory (new session)",
+        required=False,
+        max_length=1000,
+        help_text="Blank = a fresh folder for the session.",
+        widget=forms.TextInput(attrs={"class": "vTextField"}),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        sessions = StudioSession.objects.select_related("owner").order_by("-last_activity")
+        self.fields["session"].queryset = sessions  # type: ignore[attr-defined]
+        self.fields["owner"].queryset = get_user_model().objects.order_by("username")  # type: ignore[attr-defined]
+        self.fields["registered_model"].queryset = RegisteredModel.objects.filter(enabled=True)  # type: ignore[attr-defined]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        has_file, has_path = bool(data.get("source_file")), bool((data.get("source_path") or "").strip())
+        if has_file == has_path:
+            raise forms.ValidationError("Give exactly one source: upload a file or type a path on the server.")
+        if not data.get("session"):
+            if not data.get("owner"):
+                self.add_error("owner", "Choose who owns the new session.")
+            if not data.get("registered_model"):
+                self.add_error("registered_model", "Choose the model of the new session.")
+        return data
 
 
 @admin.register(SessionStore)
@@ -194,9 +274,66 @@ class SessionStoreAdmin(admin.ModelAdmin):
     actions = (export_store, cancel_offline)
     readonly_fields = ("owner", "registered_model", "workdir", "store_path", "status", "created_at", "last_activity")
     fields = (*readonly_fields, "title")
+    change_list_template = "admin/studio/sessionstore/change_list.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def get_urls(self) -> list[Any]:
+        from django.urls import path
+
+        custom = [
+            path(
+                "import/",
+                self.admin_site.admin_view(self.import_view),
+                name="studio_sessionstore_import",
+            )
+        ]
+        return custom + super().get_urls()
+
+    def import_view(self, request: HttpRequest) -> HttpResponse:
+        """Import an exported store (``agentcore.import_agent_database``) as a session."""
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        form = StoreImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                session = self._import(form.cleaned_data)
+            except services.StoreAdminError as exc:
+                form.add_error(None, str(exc))
+            else:
+                self.message_user(request, f"Imported the store into “{session}”.", messages.SUCCESS)
+                return HttpResponseRedirect(reverse("admin:studio_sessionstore_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Import a session store",
+            "form": form,
+            "opts": self.model._meta,
+            "media": self.media + form.media,
+        }
+        return TemplateResponse(request, "admin/studio/sessionstore/import.html", context)
+
+    def _import(self, data: dict[str, Any]) -> StudioSession:
+        options = {
+            "session": data.get("session"),
+            "owner": data.get("owner"),
+            "registered_model": data.get("registered_model"),
+            "title": data.get("title") or "",
+            "workdir": data.get("workdir") or "",
+        }
+        upload = data.get("source_file")
+        if upload is None:
+            return services.store_import(source=data["source_path"].strip(), **options)
+        incoming = Path(settings.STUDIO_DATA_DIR) / "imports"
+        incoming.mkdir(parents=True, exist_ok=True)
+        # A private folder per upload: the copy and its lock sidecar go away together.
+        with tempfile.TemporaryDirectory(dir=incoming) as folder:
+            name = Path(folder) / "upload.sqlite"
+            with open(name, "wb") as out:
+                for chunk in upload.chunks():
+                    out.write(chunk)
+            title = options["title"] or f"Imported {Path(upload.name).stem}"[:200]
+            return services.store_import(source=name, **{**options, "title": title})
 
     @admin.display(description="Store file")
     def store_file(self, obj: SessionStore) -> str:

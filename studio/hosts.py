@@ -28,6 +28,7 @@ import contextlib
 import contextvars
 import importlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Awaitable
@@ -199,6 +200,19 @@ class SessionHost:
         self._idle = settings.STUDIO_RUNTIME_IDLE_SECONDS if idle_seconds is None else idle_seconds
         self._sessions: dict[str, HostedSession] = {}
         self._open_lock = asyncio.Lock()
+        self._demo: Any = None  # one offline demo server shared by every demo session of this host
+
+    def demo_base_url(self) -> str:
+        """The base URL of this host's demo model server (started on first use).
+
+        One server per host process instead of one per runtime: with many demo sessions open,
+        starting a server (a thread and a socket) per runtime dominated the time to first token.
+        """
+        if self._demo is None:
+            from agentcore.demo import DemoServer
+
+            self._demo = DemoServer()
+        return str(self._demo.base_url)
 
     @property
     def layer(self) -> Any:
@@ -273,6 +287,20 @@ class SessionHost:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(hs.task)
 
+    async def release(self, session_id: str) -> bool:
+        """Close an idle session's runtime so its store (and owner lock) is free for offline
+        work (admin cancel/import). Refused while a run is active; True if a runtime was open."""
+        hs = self._sessions.get(str(session_id))
+        if hs is None:
+            return False
+        async with hs.lock:
+            if hs.running:
+                raise HostError("busy", "A run is in progress in this session; stop it first.")
+            was_open = hs.runtime is not None
+            await self._close_runtime(hs)
+            self._sessions.pop(str(session_id), None)
+            return was_open
+
     async def close(self) -> None:
         """Close every runtime; unfinished runs stay in their stores and resume on reopen."""
         for hs in list(self._sessions.values()):
@@ -282,6 +310,10 @@ class SessionHost:
                     await hs.task
             await self._close_runtime(hs)
         self._sessions.clear()
+        demo, self._demo = self._demo, None
+        if demo is not None:
+            with contextlib.suppress(Exception):
+                demo.stop()
 
     # -- internals ----------------------------------------------------------------------
 
@@ -293,6 +325,9 @@ class SessionHost:
                 hs = self._sessions.get(session_id)
                 if hs is None:
                     config = await database_sync_to_async(selectors.session_config)(session_id)
+                    options = config.model_options
+                    if options.get("provider") == "demo" and not options.get("base_url"):
+                        options["base_url"] = self.demo_base_url()
                     hs = HostedSession(config=config)
                     self._sessions[session_id] = hs
                     await self._close_idle()
@@ -519,6 +554,8 @@ class HostClient(Protocol):
 
 
 async def _dispatch(host: SessionHost, op: str, session_id: str, args: dict[str, Any]) -> Any:
+    if op == "ping":  # which process serves this session's shard (health checks, tests)
+        return {"pid": os.getpid(), "epoch": host.epoch}
     if op == "state":
         return (await host.state(session_id)).to_dict()
     if op == "prompt":
@@ -529,6 +566,8 @@ async def _dispatch(host: SessionHost, op: str, session_id: str, args: dict[str,
         return await host.answer(session_id, **args)
     if op == "stop":
         return await host.stop(session_id)
+    if op == "release":
+        return await host.release(session_id)
     raise HostError("unknown_op", f"unknown host operation {op!r}")
 
 

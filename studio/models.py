@@ -120,10 +120,6 @@ class RegisteredModel(models.Model):
             "attributes": self.attributes or {},
         }
 
-    def price_per_million(self) -> dict[str, Decimal]:
-        cost = (self.attributes or {}).get("cost") or {}
-        return {k: Decimal(str(cost.get(k, 0))) for k in ("input", "output", "cache_read", "cache_write")}
-
 
 class StudioSession(models.Model):
     """One conversation with one agent store, owned by one user."""
@@ -263,6 +259,11 @@ class UsageRecord(models.Model):
     output_tokens = models.BigIntegerField(default=0)
     reasoning_tokens = models.BigIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    # The runtime's price per token class (``UsageEvent.cost_detail``, USD): never recomputed here.
+    cost_input = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    cost_output = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    cost_cache_read = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    cost_cache_write = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -46,17 +46,24 @@ _ALLOWED_ATTRIBUTES = {
     "input": {"type", "checked", "disabled"},
 }
 _URL_SCHEMES = {"http", "https", "mailto"}
-_FORMATTER = HtmlFormatter(cssclass="hl", nowrap=False)
+_FORMATTER = HtmlFormatter(cssclass="hl", nowrap=True)
 
 
 def _highlight(code: str, lang: str, _attrs: str) -> str:
+    """A fenced block in one box: ``<pre class="hl"><code>`` with Pygments token classes.
+
+    It starts with ``<pre`` so markdown-it uses it as is (anything else gets wrapped in a
+    second ``<pre><code>``, which draws a box inside a box).
+    """
     if not lang:
         return ""
     try:
         lexer = get_lexer_by_name(lang.split()[0])
     except ClassNotFound:
         return ""
-    return highlight(code, lexer, _FORMATTER)
+    body = highlight(code, lexer, _FORMATTER)
+    name = escape(lexer.aliases[0] if lexer.aliases else "text")
+    return f'<pre class="hl"><code class="language-{name}">{body}</code></pre>'
 
 
 _MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "highlight": _highlight})
@@ -148,43 +155,23 @@ def _user_text(message: dict[str, Any]) -> tuple[str, int]:
     return "\n".join(texts), images
 
 
-def _synthetic_prompts() -> list[tuple[str, str]]:
-    """First lines of the prompts the runtime writes as user messages on its own."""
-    try:
-        from agentcore.prompts import load_prompt
-    except ImportError:
-        return []
-    found = []
-    for name, label in (
-        ("plan_approved.md", "approved"),
-        ("plan_rejected.md", "rejected"),
-        ("continuation.md", "continued"),
-        ("length_continuation.md", "continued"),
-        ("lost_call.md", "continued"),
-    ):
-        try:
-            first = load_prompt(name).split("{", 1)[0].strip().splitlines()[0].strip()
-        except (OSError, IndexError):
-            continue
-        if first:
-            found.append((first, label))
-    return found
-
-
-_SYNTHETIC: list[tuple[str, str]] | None = None
-
-
 def synthetic_kind(message: dict[str, Any], text: str) -> str | None:
-    """Why the runtime wrote this user message itself (plan decision, continuation), or None."""
-    global _SYNTHETIC
-    if _SYNTHETIC is None:
-        _SYNTHETIC = _synthetic_prompts()
-    for prefix, label in _SYNTHETIC:
-        if text.startswith(prefix):
-            return label
-    if message.get("synthetic"):
+    """Why the runtime wrote this user message itself, or None for the user's own message.
+
+    ``read_transcript()`` flags every runtime-written message (plan decisions, continuation
+    prompts, compaction summaries) with ``"synthetic": true``; only the flag decides whether a
+    message is synthetic. Its wording then just picks the notice shown in its place.
+    """
+    if not message.get("synthetic"):
+        return None
+    lowered = text.lower()
+    if "reviewer's notes:" in lowered and "rejected" in lowered:
+        return "rejected"
+    if "plan was approved" in lowered:
+        return "approved"
+    if "previous reply" in lowered or "resend that tool call" in lowered:
         return "continued"
-    return None
+    return "summary"
 
 
 def _synthetic_block(kind: str, text: str, key: str) -> LiveBlock:
@@ -199,6 +186,8 @@ def _synthetic_block(kind: str, text: str, key: str) -> LiveBlock:
         return LiveBlock(
             key=key, kind="notice", status="warning", text=f"Plan rejected: {note}" if note else "Plan rejected."
         )
+    if kind == "summary":
+        return LiveBlock(key=key, kind="notice", status="info", text="Earlier messages were compacted into a summary.")
     return LiveBlock(key=key, kind="notice", status="info", text="The agent continued after an interruption.")
 
 
@@ -223,7 +212,10 @@ def transcript_turns(
         if role == "user":
             text, images = _user_text(message)
             synthetic = synthetic_kind(message, text)
-            if synthetic is not None and current is not None:
+            if synthetic is not None:
+                if current is None:  # a compaction summary opens the context: no user turn
+                    current = Turn(key=f"t{m_index}", prompt=None)
+                    turns.append(current)
                 current.blocks.append(_synthetic_block(synthetic, text, f"m{m_index}-syn"))
                 continue
             current = Turn(key=f"t{m_index}", prompt=text, images=images)

@@ -136,6 +136,7 @@ def run_notices(session_id: str) -> list[dict[str, str] | None]:
 # --- trace tabs --------------------------------------------------------------------------------
 
 _TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "cache_creation_tokens", "output_tokens", "reasoning_tokens")
+_COST_FIELDS = ("cost_input", "cost_output", "cost_cache_read", "cost_cache_write")
 
 
 def usage_context(session: StudioSession) -> dict[str, Any]:
@@ -143,8 +144,6 @@ def usage_context(session: StudioSession) -> dict[str, Any]:
 
     Reasoning tokens are part of output tokens (they are shown, not added again).
     """
-    prices = session.registered_model.price_per_million()
-    priced = any(prices.values())
     prompts = dict(Run.objects.filter(session=session).values_list("request_id", "prompt"))
     turns: OrderedDict[str, dict[str, Any]] = OrderedDict()
     for record in UsageRecord.objects.filter(session=session).order_by("created_at", "id"):
@@ -156,11 +155,12 @@ def usage_context(session: StudioSession) -> dict[str, Any]:
                 "calls": 0,
                 "cost": Decimal(0),
             }
-            | dict.fromkeys(_TOKEN_FIELDS, 0),
+            | dict.fromkeys(_TOKEN_FIELDS, 0)
+            | dict.fromkeys(_COST_FIELDS, Decimal(0)),
         )
         turn["calls"] += 1
         turn["cost"] += record.cost
-        for f in _TOKEN_FIELDS:
+        for f in _TOKEN_FIELDS + _COST_FIELDS:
             turn[f] += getattr(record, f)
     rows = list(turns.values())
     totals: dict[str, Any] = {
@@ -169,16 +169,19 @@ def usage_context(session: StudioSession) -> dict[str, Any]:
     }
     for f in _TOKEN_FIELDS:
         totals[f] = sum(r[f] for r in rows)
+    for f in _COST_FIELDS:
+        totals[f] = sum((r[f] for r in rows), Decimal(0))
+    priced = any(totals[f] for f in _COST_FIELDS)
 
     def class_costs(row: dict[str, Any]) -> dict[str, Decimal] | None:
+        """Per token class, as the runtime priced it (``UsageEvent.cost_detail``)."""
         if not priced:
             return None
-        million = Decimal(1_000_000)
         return {
-            "input": row["input_tokens"] * prices["input"] / million,
-            "cached": row["cached_input_tokens"] * prices["cache_read"] / million,
-            "cache_write": row["cache_creation_tokens"] * prices["cache_write"] / million,
-            "output": row["output_tokens"] * prices["output"] / million,
+            "input": row["cost_input"],
+            "cached": row["cost_cache_read"],
+            "cache_write": row["cost_cache_write"],
+            "output": row["cost_output"],
         }
 
     for row in rows:

@@ -236,7 +236,9 @@ def record_usage(session_id: str, request_id: str, usage: dict[str, Any]) -> boo
     """Upsert one usage record; session totals grow only when the record is new."""
     fields = ("input_tokens", "cached_input_tokens", "cache_creation_tokens", "output_tokens", "reasoning_tokens")
     values = {f: int(usage.get(f) or 0) for f in fields}
-    cost = Decimal(str(usage.get("cost") or 0)).quantize(Decimal("0.000001"))
+    cost = _usd(usage.get("cost"))
+    detail = usage.get("cost_detail") or {}
+    class_costs = {f"cost_{k}": _usd(detail.get(k)) for k in ("input", "output", "cache_read", "cache_write")}
     try:
         with transaction.atomic():
             UsageRecord.objects.create(
@@ -245,6 +247,7 @@ def record_usage(session_id: str, request_id: str, usage: dict[str, Any]) -> boo
                 request_id=request_id,
                 model=str(usage.get("model") or ""),
                 cost=cost,
+                **class_costs,
                 **values,
             )
             StudioSession.objects.filter(pk=session_id).update(
@@ -255,3 +258,120 @@ def record_usage(session_id: str, request_id: str, usage: dict[str, Any]) -> boo
     except IntegrityError:
         return False  # already recorded: a replayed report must not count twice
     return True
+
+
+def _usd(value: Any) -> Decimal:
+    return Decimal(str(value or 0)).quantize(Decimal("0.000001"))
+
+
+# --- store administration (the admin's import and offline cancel) ----------------------------
+
+
+class StoreAdminError(Exception):
+    """An import or offline cancel that could not be done; the message is for the admin."""
+
+
+_STORE_MESSAGES = {
+    "store_exists": "The target store already exists; an import never overwrites a store.",
+    "store_invalid": "The source is not an agentcore session store (export one with “Export a consistent copy”).",
+    "store_locked": "A session host still has this store open. Stop the run (or wait until the host "
+    "releases it) and try again.",
+    "store_version_unsupported": "The source store was written by a newer agentcore than this one.",
+}
+
+
+def _store_error(exc: Exception) -> StoreAdminError:
+    code = str(getattr(exc, "code", "") or exc.__class__.__name__)
+    detail = str(getattr(exc, "message", None) or exc)
+    message = _STORE_MESSAGES.get(code)
+    return StoreAdminError(f"{message} ({code}: {detail})" if message else f"{code}: {detail}")
+
+
+def store_import(
+    *,
+    source: str | os.PathLike[str],
+    session: StudioSession | None = None,
+    owner: AbstractBaseUser | None = None,
+    registered_model: RegisteredModel | None = None,
+    title: str = "",
+    workdir: str = "",
+) -> StudioSession:
+    """Install a copy of an exported store (``agentcore.import_agent_database``).
+
+    Into ``session`` when given (a session whose store file was lost: the target must not
+    exist), else into a new session of ``owner``. The source is validated by agentcore.
+    """
+    from agentcore import import_agent_database
+
+    source_path = Path(source)
+    if not source_path.is_absolute():
+        raise StoreAdminError("Give the source as an absolute path on the server.")
+    if not source_path.is_file():
+        raise StoreAdminError(f"No file at {source_path}.")
+    created = session is None
+    if session is None:
+        if owner is None or registered_model is None:
+            raise StoreAdminError("Choose the owner and the model of the new session.")
+        try:
+            session = session_create(
+                owner=owner,
+                registered_model=registered_model,
+                workdir=workdir,
+                permission_policy="workspace",
+                effort="medium",
+                mode="build",
+                title=title or f"Imported {source_path.stem}"[:200],
+            )
+        except WorkdirError as exc:
+            raise StoreAdminError(f"Working directory: {exc}") from exc
+    elif Path(session.store_path).exists():
+        raise StoreAdminError(
+            f"“{session}” already has a store at {session.store_path}; an import never overwrites a store."
+        )
+    try:
+        import_agent_database(source=source_path, database_path=session.store_path)
+    except Exception as exc:
+        if created:
+            session.delete()
+        raise _store_error(exc) from exc
+    StudioSession.objects.filter(pk=session.pk).update(status=SessionStatus.IDLE, last_activity=timezone.now())
+    return session
+
+
+def store_cancel_offline(session: StudioSession) -> dict[str, list[str]]:
+    """End the session's unfinished work with ``agentcore.cancel_agent_conversation``.
+
+    Needs the store's owner lock (no host may hold it: ``store_locked`` otherwise). Studio's
+    own records follow: every run still running or waiting ends as stopped.
+    """
+    from asgiref.sync import async_to_sync
+
+    from agentcore import cancel_agent_conversation
+
+    store = Path(session.store_path)
+    if not store.exists():
+        raise StoreAdminError("This session has no store yet: nothing to cancel.")
+    # Studio's layout is <sessions dir>/<session id>.sqlite; an unusual path is passed as a file.
+    in_layout = store == sessions_dir() / f"{session.pk}.sqlite"
+    try:
+        result: dict[str, list[str]] = async_to_sync(cancel_agent_conversation)(
+            agent_store_dir=sessions_dir() if in_layout else store, conversation_id=str(session.pk)
+        )
+    except Exception as exc:
+        raise _store_error(exc) from exc
+    now = timezone.now()
+    with transaction.atomic():
+        open_runs = Run.objects.filter(session=session, status__in=(RunStatus.RUNNING, RunStatus.PAUSED))
+        request_ids = list(open_runs.values_list("request_id", flat=True))
+        open_runs.update(
+            status=RunStatus.ABORTED,
+            pending=None,
+            error_code="cancelled_offline",
+            error="Cancelled offline.",
+            ended_at=now,
+        )
+        ToolCall.objects.filter(session=session, request_id__in=request_ids, status="running").update(
+            status="interrupted"
+        )
+        StudioSession.objects.filter(pk=session.pk).update(status=SessionStatus.IDLE, last_activity=now)
+    return result

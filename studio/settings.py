@@ -167,11 +167,15 @@ if not DEBUG:
 # push carries a sequence number so a consumer that sees a gap re-renders from the store; a
 # larger capacity makes that rare.
 STUDIO_REDIS_URL = os.environ.get("STUDIO_REDIS_URL", "")
+# redis-py ≥ 6 reads with a 5 s socket timeout by default, the same as channels_redis's 5 s
+# blocking pop: the reply to an idle BZPOPMIN then races the client's timeout and a consumer
+# dies with "Timeout reading from …". Reads must be allowed to outlast the pop.
+STUDIO_REDIS_HOST = {"address": STUDIO_REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}
 if STUDIO_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [STUDIO_REDIS_URL], "capacity": 1500, "expiry": 60, "group_expiry": 86400},
+            "CONFIG": {"hosts": [STUDIO_REDIS_HOST], "capacity": 1500, "expiry": 60, "group_expiry": 86400},
         }
     }
 else:

@@ -79,6 +79,12 @@ def call_key(request_id: str, step: int, index: int) -> str:
     return f"{request_id}/{step}/{index}"
 
 
+def display_id(op: dict[str, Any], call: dict[str, Any]) -> str:
+    """The stable, opaque ``tool_call_id`` of events: bound to the committed assistant entry,
+    so a model reusing call ids across turns never makes two calls look alike (S4)."""
+    return f"{str(op.get('assistant_entry', ''))[:12]}:{call['id']}"
+
+
 class EngineBase:
     """Drives the open operation of ``log``; see ``TurnEngine`` for the driver."""
 

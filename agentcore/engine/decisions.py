@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentcore.engine.base import EngineBase, call_key
+from agentcore.engine.base import EngineBase, call_key, display_id
 from agentcore.engine.usage import run_usage_totals
 from agentcore.errors import USER_INPUT_REQUIRED, UserInputRequired
 from agentcore.events import (
@@ -18,6 +18,7 @@ from agentcore.events import (
     ApprovalEvent,
     PlanEvent,
     RunEndEvent,
+    ToolEvent,
 )
 from agentcore.harness.storage import Commit
 from agentcore.host import call_hook
@@ -108,8 +109,9 @@ class Decisions(EngineBase):
             approval_id=approval_id, decision="approved" if approved else "rejected", notes=notes or None
         )
 
-    def apply_answers(self, answers: dict[str, list[str] | str]) -> None:
-        """Settle a paused ``ask_user`` call with the answers; the same turn continues (PL2)."""
+    def apply_answers(self, answers: dict[str, list[str] | str]) -> ToolEvent:
+        """Settle a paused ``ask_user`` call with the answers; the same turn continues (PL2).
+        Returns the call's ``end`` event (its ``start`` was emitted when the run paused)."""
         op = self.log.op
         assert op is not None
         pending = op["pending"]
@@ -130,6 +132,14 @@ class Decisions(EngineBase):
                 registers=[self.log.set_op(value)],
                 receipts=[self.log.receipt(self.request_id, dict(receipt.payload, status="running", pending=None))],
             )
+        )
+        return ToolEvent(
+            phase="end",
+            tool_call_id=display_id(op, call),
+            name=ASK_USER,
+            index=call["index"],
+            arguments=call["arguments"],
+            result=text,
         )
 
     def apply_tool_decision(self, approved: bool, message: str) -> None:

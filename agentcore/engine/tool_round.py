@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentcore.engine.base import TurnConfig, call_key
+from agentcore.engine.base import display_id as shown_id_of
 from agentcore.engine.decisions import Decisions
 from agentcore.errors import UserInputRequired
 from agentcore.events import (
@@ -113,7 +114,7 @@ class ToolRound(Decisions):
         intents = Commit()
         for call in batch:
             key = call_key(self.request_id, step, call["index"])
-            display_id = f"{op.get('assistant_entry', '')[:12]}:{call['id']}"
+            display_id = shown_id_of(op, call)
             tool = cfg.find_tool(call["name"])
             intent = self.log.intents.get(key)
             if intent is not None:
@@ -139,6 +140,9 @@ class ToolRound(Decisions):
                 continue
             if tool.name == ASK_USER:
                 self._pause_for_questions(op, call, prepared, key)
+                yield ToolEvent(
+                    phase="start", tool_call_id=display_id, name=ASK_USER, index=call["index"], arguments=prepared
+                )
                 yield self.paused_event(self.log.op or op)
                 return
             decision = await self._approve(op, cfg, tool, call, prepared, key)

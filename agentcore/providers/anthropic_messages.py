@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Hashable, Iterable
 from typing import Any
 
 import httpx
-from httpx_sse import ServerSentEvent
 
 from agentcore.messages import (
     AssistantMessage,
@@ -42,6 +41,7 @@ from agentcore.providers.base import (
 )
 from agentcore.providers.shared import (
     IMAGE_OMITTED,
+    HistoryPrefix,
     MessageBuilder,
     WireCache,
     classify_payload,
@@ -51,8 +51,10 @@ from agentcore.providers.shared import (
     new_http_client,
     run_sse_stream,
     same_model,
+    splice_body,
     wire_scope,
 )
+from agentcore.providers.sse import ServerSentEvent
 
 API_KIND = "anthropic-messages"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -174,14 +176,59 @@ def thinking_config(model: ResolvedModel, level: str | None, max_tokens: int) ->
     return {"type": "enabled", "budget_tokens": budget}, max_tokens
 
 
-def _with_cache_breakpoint(message: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the message whose last cacheable block carries ``cache_control``."""
-    content = list(message["content"])
+_Entry = tuple[dict[str, Any] | None, list[bytes], bytes]
+"""A message's cached wire form: (wire message, or a tool result's ``tool_result`` block, or
+None; the encodings of a message's content blocks; the encoding of the whole wire form)."""
+
+_Turn = _Entry | list[_Entry]
+"""One wire message of a request: a cached message, or a run of tool results (one user message)."""
+
+_CACHEABLE = ("text", "image", "tool_result", "tool_use")
+_CACHE_FIELD = b',"cache_control":' + dumps(_CACHE) + b"}"
+_MESSAGE_START = {role: b'{"role":' + dumps(role) + b',"content":[' for role in ("user", "assistant")}
+
+
+def _entry(wire: dict[str, Any] | None) -> _Entry:
+    if wire is None:
+        return None, [], b""
+    if "role" not in wire:
+        return wire, [], dumps(wire)  # a tool_result block
+    blocks = [dumps(block) for block in wire["content"]]
+    return wire, blocks, _message_encoding(wire["role"], blocks)
+
+
+def _message_encoding(role: str, blocks: list[bytes]) -> bytes:
+    return b"".join((_MESSAGE_START[role], b",".join(blocks), b"]}"))
+
+
+def _turn_wire(turn: _Turn) -> dict[str, Any]:
+    if isinstance(turn, list):
+        return {"role": "user", "content": [wire for wire, _, _ in turn]}
+    assert turn[0] is not None
+    return turn[0]
+
+
+def _turn_encoding(turn: _Turn) -> bytes:
+    if isinstance(turn, list):
+        return b"".join((_MESSAGE_START["user"], b",".join([encoded for _, _, encoded in turn]), b"]}"))
+    return turn[2]
+
+
+def _with_cache_breakpoint(turn: _Turn) -> tuple[dict[str, Any], bytes]:
+    """The last message, its last cacheable block carrying ``cache_control`` (in a copy: the
+    cache is shared), as a dict and as its encoding (spliced into the cached block bytes)."""
+    wire = _turn_wire(turn)
+    content: list[dict[str, Any]] = wire["content"]
+    blocks = [encoded for _, _, encoded in turn] if isinstance(turn, list) else turn[1]
     for i in range(len(content) - 1, -1, -1):
-        if content[i].get("type") in ("text", "image", "tool_result", "tool_use"):
-            content[i] = {**content[i], "cache_control": _CACHE}
-            break
-    return {**message, "content": content}
+        if content[i].get("type") in _CACHEABLE:
+            marked = {**content[i], "cache_control": _CACHE}
+            blocks = list(blocks)
+            blocks[i] = dumps(marked) if "cache_control" in content[i] else blocks[i][:-1] + _CACHE_FIELD
+            content = list(content)
+            content[i] = marked
+            return {**wire, "content": content}, _message_encoding(wire["role"], blocks)
+    return wire, _turn_encoding(turn)
 
 
 class AnthropicParser:
@@ -331,6 +378,7 @@ class AnthropicMessagesProvider:
         self._client = client
         self._owns_client = client is None
         self._cache = WireCache()
+        self._prefix: HistoryPrefix[tuple[list[bytes], _Turn | None]] = HistoryPrefix()
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -338,39 +386,59 @@ class AnthropicMessagesProvider:
             self._client = new_http_client()
         return self._client
 
-    def _messages(self, messages: list[Message], model: ResolvedModel) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        results: list[dict[str, Any]] | None = None
-        cache = self._cache
+    def _entry(self, message: Message, model: ResolvedModel, scope: Hashable) -> _Entry:
+        entry: _Entry | None = self._cache.get(message, scope)
+        if entry is None:
+            entry = self._cache.put(message, scope, _entry(message_wire(message, model)))
+        return entry
+
+    def _turns(self, messages: list[Message], model: ResolvedModel) -> list[_Turn]:
+        """The wire messages of a request (``build_body``'s path): each message converted and
+        encoded once; a run of tool results becomes one user message."""
+        turns: list[_Turn] = []
+        results: list[_Entry] | None = None
         scope = wire_scope(model)
         for message in messages:
-            wire = cache.get(message, scope)
-            if wire is None:
-                wire = cache.put(message, scope, message_wire(message, model) or {})
-            if not wire:
+            entry = self._entry(message, model, scope)
+            if entry[0] is None:
                 continue
             if isinstance(message, ToolResultMessage):
                 if results is None:
                     results = []
-                    out.append({"role": "user", "content": results})
-                results.append(wire)
+                    turns.append(results)
+                results.append(entry)
             else:
                 results = None
-                out.append(wire)
-        if out:
-            out[-1] = _with_cache_breakpoint(out[-1])
-        return out
+                turns.append(entry)
+        return turns
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+    def _encoded_messages(self, messages: list[Message], model: ResolvedModel) -> list[bytes]:
+        """The encodings of ``_turns`` (the last one with its cache breakpoint), resuming
+        where the previous request ended: all turns but the last are encoded; the last may
+        be an open run of tool results that new results join."""
+        scope = wire_scope(model)
+        start, state = self._prefix.resume(messages, scope)
+        closed, last = (list(state[0]), state[1]) if state is not None else ([], None)
+        if isinstance(last, list):
+            last = list(last)
+        for message in messages[start:]:
+            entry = self._entry(message, model, scope)
+            if entry[0] is None:
+                continue
+            if isinstance(message, ToolResultMessage) and isinstance(last, list):
+                last.append(entry)
+                continue
+            if last is not None:
+                closed.append(_turn_encoding(last))
+            last = [entry] if isinstance(message, ToolResultMessage) else entry
+        self._prefix.save(messages, scope, (closed, last), start)
+        return [*closed, _with_cache_breakpoint(last)[1]] if last is not None else closed
+
+    def _head(self, request: ProviderRequest) -> dict[str, Any]:
         model = request.model
         max_tokens = request.max_tokens or model.max_tokens
         thinking, max_tokens = thinking_config(model, request.effort, max_tokens)
-        body: dict[str, Any] = {
-            "model": model.model_id,
-            "max_tokens": max_tokens,
-            "stream": True,
-            "messages": self._messages(request.messages, model),
-        }
+        body: dict[str, Any] = {"model": model.model_id, "max_tokens": max_tokens, "stream": True}
         if request.system_prompt:
             body["system"] = [{"type": "text", "text": request.system_prompt, "cache_control": _CACHE}]
         tools = tool_dicts(request.tools, request.web_search)
@@ -379,6 +447,18 @@ class AnthropicMessagesProvider:
         if thinking is not None:
             body["thinking"] = thinking
         return body
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        """The request as a dict (what ``encode_body`` encodes)."""
+        turns = self._turns(request.messages, request.model)
+        messages = [_turn_wire(turn) for turn in turns[:-1]]
+        if turns:
+            messages.append(_with_cache_breakpoint(turns[-1])[0])
+        return {**self._head(request), "messages": messages}
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        encoded = self._encoded_messages(request.messages, request.model)
+        return splice_body(self._head(request), "messages", encoded)
 
     def headers(self, model: ResolvedModel) -> dict[str, str]:
         headers = {
@@ -395,7 +475,7 @@ class AnthropicMessagesProvider:
         parser = AnthropicParser(builder)
         url = messages_url(request.model.base_url)
         try:
-            body = dumps(self.build_body(request))
+            body = self.encode_body(request)
         except (TypeError, ValueError) as exc:
             yield finish(
                 builder, API_KIND, "error", ProviderFailure("bad_request", f"could not encode the request: {exc}")

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Hashable, Iterable
 from typing import Any
 
 import httpx
-from httpx_sse import ServerSentEvent
 
 from agentcore.messages import (
     AssistantMessage,
@@ -36,6 +35,7 @@ from agentcore.models.attributes import ResolvedModel
 from agentcore.providers.base import ProviderFailure, ProviderRequest, StreamEvent, ToolSpec
 from agentcore.providers.shared import (
     IMAGE_OMITTED,
+    HistoryPrefix,
     MessageBuilder,
     WireCache,
     bearer_headers,
@@ -47,8 +47,10 @@ from agentcore.providers.shared import (
     new_http_client,
     openai_effort,
     run_sse_stream,
+    splice_body,
     wire_scope,
 )
+from agentcore.providers.sse import ServerSentEvent
 
 API_KIND = "openai-completions"
 _FINISH: dict[str, StopReason] = {
@@ -115,10 +117,28 @@ def message_wire(message: Message, model: ResolvedModel) -> tuple[dict[str, Any]
     return {"role": "tool", "tool_call_id": wire_tool_id(message.tool_call_id), "content": text}, images
 
 
-def _images_message(images: list[ImageContent]) -> dict[str, Any]:
-    parts: list[dict[str, Any]] = [{"type": "text", "text": "Images returned by the tool calls above:"}]
-    parts += [{"type": "image_url", "image_url": {"url": image_url(i.data, i.mime_type)}} for i in images]
-    return {"role": "user", "content": parts}
+_Entry = tuple[dict[str, Any] | None, bytes, list[tuple[dict[str, Any], bytes]]]
+"""A message's cached wire form: (wire message or None, its encoding, image parts that must
+follow in a user message, each with its encoding)."""
+
+
+def _entry(message: Message, model: ResolvedModel) -> _Entry:
+    wire, images = message_wire(message, model)
+    parts = [_image_part(image) for image in images]
+    return wire, dumps(wire) if wire is not None else b"", [(part, dumps(part)) for part in parts]
+
+
+def _image_part(image: ImageContent) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": image_url(image.data, image.mime_type)}}
+
+
+_IMAGES_INTRO = {"type": "text", "text": "Images returned by the tool calls above:"}
+_IMAGES_HEAD = b'{"role":"user","content":[' + dumps(_IMAGES_INTRO)
+
+
+def _images_message(parts: list[tuple[dict[str, Any], bytes]]) -> tuple[dict[str, Any], bytes]:
+    wire = {"role": "user", "content": [_IMAGES_INTRO, *(part for part, _ in parts)]}
+    return wire, b",".join((_IMAGES_HEAD, *(encoded for _, encoded in parts))) + b"]}"
 
 
 def tool_dicts(tools: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -241,6 +261,8 @@ class OpenAICompletionsProvider:
         self._client = client
         self._owns_client = client is None
         self._cache = WireCache()
+        self._system_wire: tuple[str, dict[str, Any], bytes] | None = None
+        self._prefix: HistoryPrefix[tuple[list[bytes], list[tuple[dict[str, Any], bytes]]]] = HistoryPrefix()
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -248,35 +270,65 @@ class OpenAICompletionsProvider:
             self._client = new_http_client()
         return self._client
 
-    def _messages(self, request: ProviderRequest) -> list[dict[str, Any]]:
+    def _system(self, prompt: str) -> tuple[dict[str, Any], bytes]:
+        cached = self._system_wire
+        if cached is None or cached[0] != prompt:
+            wire = {"role": "system", "content": prompt}
+            cached = self._system_wire = (prompt, wire, dumps(wire))
+        return cached[1], cached[2]
+
+    def _entry(self, message: Message, model: ResolvedModel, scope: Hashable) -> _Entry:
+        entry: _Entry | None = self._cache.get(message, scope)
+        if entry is None:
+            entry = self._cache.put(message, scope, _entry(message, model))
+        return entry
+
+    def _messages(self, request: ProviderRequest) -> list[tuple[dict[str, Any], bytes]]:
+        """Each wire message with its JSON encoding (``build_body``'s path, from the cache)."""
         model = request.model
-        out: list[dict[str, Any]] = []
+        out: list[tuple[dict[str, Any], bytes]] = []
         if request.system_prompt:
-            out.append({"role": "system", "content": request.system_prompt})
-        pending_images: list[ImageContent] = []
-        cache = self._cache
+            out.append(self._system(request.system_prompt))
+        pending_images: list[tuple[dict[str, Any], bytes]] = []
         scope = wire_scope(model)
         for message in request.messages:
-            entry = cache.get(message, scope)
-            if entry is None:
-                entry = cache.put(message, scope, message_wire(message, model))
-            wire, images = entry
+            wire, encoded, images = self._entry(message, model, scope)
             if wire is None:
                 continue
             if pending_images and wire["role"] != "tool":
                 out.append(_images_message(pending_images))
                 pending_images = []
-            out.append(wire)
+            out.append((wire, encoded))
             pending_images.extend(images)
         if pending_images:
             out.append(_images_message(pending_images))
         return out
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+    def _encoded_messages(self, request: ProviderRequest) -> list[bytes]:
+        """The same encodings as ``_messages``, resuming where the previous request ended."""
+        model = request.model
+        scope = wire_scope(model)
+        start, state = self._prefix.resume(request.messages, scope)
+        items, pending_images = (list(state[0]), list(state[1])) if state is not None else ([], [])
+        for message in request.messages[start:]:
+            wire, encoded, images = self._entry(message, model, scope)
+            if wire is None:
+                continue
+            if pending_images and wire["role"] != "tool":
+                items.append(_images_message(pending_images)[1])
+                pending_images = []
+            items.append(encoded)
+            pending_images.extend(images)
+        self._prefix.save(request.messages, scope, (items, pending_images), start)
+        out = [self._system(request.system_prompt)[1], *items] if request.system_prompt else list(items)
+        if pending_images:
+            out.append(_images_message(pending_images)[1])
+        return out
+
+    def _head(self, request: ProviderRequest) -> dict[str, Any]:
         model = request.model
         body: dict[str, Any] = {
             "model": model.model_id,
-            "messages": self._messages(request),
             "stream": True,
             "stream_options": {"include_usage": True},
             "max_completion_tokens": request.max_tokens or model.max_tokens,
@@ -288,12 +340,19 @@ class OpenAICompletionsProvider:
             body["reasoning_effort"] = effort
         return body
 
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        """The request as a dict (what ``encode_body`` encodes)."""
+        return {**self._head(request), "messages": [wire for wire, _ in self._messages(request)]}
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        return splice_body(self._head(request), "messages", self._encoded_messages(request))
+
     async def stream(self, request: ProviderRequest, abort: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
         builder = MessageBuilder(request.model)
         parser = CompletionsParser(builder)
         url = endpoint(request.model.base_url, "/chat/completions")
         try:
-            body = dumps(self.build_body(request))
+            body = self.encode_body(request)
         except (TypeError, ValueError) as exc:
             yield finish(
                 builder, API_KIND, "error", ProviderFailure("bad_request", f"could not encode the request: {exc}")

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Hashable, Iterable
 from typing import Any
 
 import httpx
-from httpx_sse import ServerSentEvent
 
 from agentcore.messages import (
     AssistantMessage,
@@ -40,6 +39,7 @@ from agentcore.providers.base import (
 )
 from agentcore.providers.shared import (
     IMAGE_OMITTED,
+    HistoryPrefix,
     MessageBuilder,
     WireCache,
     bearer_headers,
@@ -52,8 +52,10 @@ from agentcore.providers.shared import (
     openai_effort,
     run_sse_stream,
     same_model,
+    splice_body,
     wire_scope,
 )
+from agentcore.providers.sse import ServerSentEvent
 
 API_KIND = "openai-responses"
 
@@ -124,6 +126,10 @@ def _tool_result_items(message: ToolResultMessage, model: ResolvedModel) -> list
     else:
         output = message.text
     return [{"type": "function_call_output", "call_id": call_id, "output": output}]
+
+
+_Converted = tuple[list[dict[str, Any]], bytes]
+"""A message's cached wire form: its input items, and their encodings joined by commas."""
 
 
 def tool_dicts(tools: list[ToolSpec], web_search: bool) -> list[dict[str, Any]]:
@@ -283,6 +289,7 @@ class OpenAIResponsesProvider:
         self._client = client
         self._owns_client = client is None
         self._cache = WireCache()
+        self._prefix: HistoryPrefix[list[bytes]] = HistoryPrefix()
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -290,22 +297,35 @@ class OpenAIResponsesProvider:
             self._client = new_http_client()
         return self._client
 
-    def _input(self, messages: list[Message], model: ResolvedModel) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        cache = self._cache
-        scope = wire_scope(model)
-        for message in messages:
-            converted = cache.get(message, scope)
-            if converted is None:
-                converted = cache.put(message, scope, message_items(message, model))
-            items.extend(converted)
-        return items
+    def _converted(self, message: Message, model: ResolvedModel, scope: Hashable) -> _Converted:
+        converted: _Converted | None = self._cache.get(message, scope)
+        if converted is None:
+            items = message_items(message, model)
+            converted = self._cache.put(message, scope, (items, b",".join(dumps(item) for item in items)))
+        return converted
 
-    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+    def _input(self, messages: list[Message], model: ResolvedModel) -> list[dict[str, Any]]:
+        """The input items (a message may become several); ``build_body``'s path."""
+        scope = wire_scope(model)
+        return [item for message in messages for item in self._converted(message, model, scope)[0]]
+
+    def _encoded_input(self, messages: list[Message], model: ResolvedModel) -> list[bytes]:
+        """Per message that sends anything, its items' encodings joined by commas; resumes
+        where the previous request ended."""
+        scope = wire_scope(model)
+        start, state = self._prefix.resume(messages, scope)
+        encoded = list(state) if state is not None else []
+        for message in messages[start:]:
+            items, blob = self._converted(message, model, scope)
+            if items:
+                encoded.append(blob)
+        self._prefix.save(messages, scope, encoded, start)
+        return encoded
+
+    def _head(self, request: ProviderRequest) -> dict[str, Any]:
         model = request.model
         body: dict[str, Any] = {
             "model": model.model_id,
-            "input": self._input(request.messages, model),
             "stream": True,
             "store": False,
             "max_output_tokens": request.max_tokens or model.max_tokens,
@@ -323,12 +343,19 @@ class OpenAIResponsesProvider:
             body["prompt_cache_key"] = request.session_id
         return body
 
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        """The request as a dict (what ``encode_body`` encodes)."""
+        return {**self._head(request), "input": self._input(request.messages, request.model)}
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        return splice_body(self._head(request), "input", self._encoded_input(request.messages, request.model))
+
     async def stream(self, request: ProviderRequest, abort: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
         builder = MessageBuilder(request.model)
         parser = ResponsesParser(builder)
         url = endpoint(request.model.base_url, "/responses")
         try:
-            body = dumps(self.build_body(request))
+            body = self.encode_body(request)
         except (TypeError, ValueError) as exc:
             yield finish(
                 builder, API_KIND, "error", ProviderFailure("bad_request", f"could not encode the request: {exc}")

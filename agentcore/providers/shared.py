@@ -1,11 +1,13 @@
 """What the three wire-protocol adapters share: transport, SSE loop, cancellation, failure
 classification, message assembly and the per-message wire cache (SPEC P1, L2, L7, L8).
 
-Why httpx + httpx-sse and not the official SDKs: the SDKs cost roughly 10x the transport
-floor per request (pydantic models for every chunk, per-request option merging, work that
-grows with history), and the agent loop must stay within 1.5x of raw httpx at 100 turns.
-So the hot path here is: look up each message's cached wire dict, ``json.dumps`` the body
-once, stream, and turn SSE events into plain dataclasses. No pydantic on the hot path.
+Why httpx and not the official SDKs: the SDKs cost roughly 10x the transport floor per
+request (pydantic models for every chunk, per-request option merging, work that grows with
+history), and the agent loop must stay within 1.5x of raw httpx at 100 turns. So the hot
+path here is: look up each message's cached JSON encoding, splice the body from those
+bytes (``splice_body``; only new messages are encoded), stream, parse SSE from the raw
+bytes (``providers.sse``, which says why not httpx-sse), and turn events into plain
+dataclasses. No pydantic on the hot path.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import functools
 import json
+import operator
 import re
+import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
-from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from agentcore.messages import (
     AssistantContent,
@@ -44,6 +48,7 @@ from agentcore.providers.base import (
     ToolCallDelta,
     ToolCallEnd,
 )
+from agentcore.providers.sse import ServerSentEvent, SSEDecoder
 
 RAW_ARGUMENTS_KEY = "__raw_arguments__"
 """Tool-call arguments that are not a JSON object are kept as text under this key, so the
@@ -52,9 +57,18 @@ engine can tell the model its call was malformed instead of the adapter crashing
 DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=60.0)
 
 
+@functools.cache
+def default_ssl_context() -> ssl.SSLContext:
+    """httpx's default verification context (certifi, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``),
+    built once per process: loading the CA bundle takes ~45 ms, which a fresh client per
+    runtime (one per session) would otherwise pay on its first request."""
+    return httpx.create_ssl_context()
+
+
 def new_http_client() -> httpx.AsyncClient:
     """One pooled client per registry/provider, never one per request."""
     return httpx.AsyncClient(
+        verify=default_ssl_context(),
         timeout=DEFAULT_TIMEOUT,
         limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0),
     )
@@ -352,6 +366,48 @@ class WireCache:
         return len(self._entries)
 
 
+_CONTENT = operator.attrgetter("content")
+State = TypeVar("State")
+
+
+class HistoryPrefix(Generic[State]):
+    """Where the previous request's history assembly ended, so the next request — in a tool
+    loop, the same messages plus a few new ones — resumes there: only new messages are looked
+    up, converted and encoded, and the per-request work on the rest is C-level list
+    operations (compare, copy, join), not a Python loop over the history.
+
+    The saved ``state`` (the adapter's assembly state after the last message) is used while
+    the history starts with the same messages (list equality: identity first, then value;
+    equal messages have equal wire forms) with the same content lengths (an in-place edit
+    invalidates it, as in ``WireCache``), under the same scope. The adapter copies the state
+    before extending it and saves the result."""
+
+    __slots__ = ("_lengths", "_messages", "_scope", "_state")
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self._lengths: list[int] = []
+        self._scope: Hashable = None
+        self._state: State | None = None
+
+    def resume(self, messages: list[Message], scope: Hashable) -> tuple[int, State | None]:
+        """(how many leading messages the saved state covers, the state); (0, None) if none."""
+        count = len(self._messages)
+        if self._state is None or count > len(messages) or scope != self._scope:
+            return 0, None
+        prefix = messages[:count]
+        if prefix != self._messages or list(map(len, map(_CONTENT, prefix))) != self._lengths:
+            return 0, None
+        return count, self._state
+
+    def save(self, messages: list[Message], scope: Hashable, state: State, start: int) -> None:
+        """``state`` after all of ``messages``, of which the first ``start`` came from ``resume``."""
+        self._lengths = self._lengths[:start] + list(map(len, map(_CONTENT, messages[start:])))
+        self._messages = list(messages)
+        self._scope = scope
+        self._state = state
+
+
 def same_model(message: AssistantMessage, api_kind: str, model: ResolvedModel) -> bool:
     """Native content and signed reasoning go back only to the model that produced them."""
     return message.api_kind == api_kind and message.model == model.model_id
@@ -422,6 +478,10 @@ class _Aborted(Exception):
     pass
 
 
+class _NotEventStream(Exception):
+    pass
+
+
 class SSEParser(Protocol):
     """A protocol's event interpreter. ``feed`` returns the stream events for one SSE event;
     ``done`` is set by the terminal event; ``failure``/``stop_reason`` describe the end."""
@@ -450,7 +510,7 @@ async def run_sse_stream(
     """POST ``body``, stream SSE through ``parser``, always finish with one ``StreamEnd``."""
     scope = AbortScope(abort)
     response: httpx.Response | None = None
-    events: AsyncGenerator[ServerSentEvent, None] | None = None
+    chunks: AsyncIterator[bytes] | None = None
     failure: ProviderFailure | None = None
     try:
         try:
@@ -476,13 +536,18 @@ async def run_sse_stream(
                 scope.reading = False
                 failure = classify_status(response.status_code, error_body, response.headers)
             else:
-                events = EventSource(response).aiter_sse()
+                content_type = response.headers.get("content-type", "").partition(";")[0]
+                if "text/event-stream" not in content_type:
+                    raise _NotEventStream(f"content-type {content_type!r}")
+                # Raw bytes unless compressed: aiter_bytes adds a decoder layer per chunk.
+                chunks = response.aiter_bytes() if "content-encoding" in response.headers else response.aiter_raw()
+                decoder = SSEDecoder()
                 while not parser.done:
                     if scope.aborted:
                         raise _Aborted
                     scope.enter_read()
                     try:
-                        sse = await anext(events)
+                        chunk = await anext(chunks)
                     except StopAsyncIteration:
                         break
                     except asyncio.CancelledError:
@@ -490,10 +555,25 @@ async def run_sse_stream(
                             raise _Aborted from None
                         raise
                     scope.reading = False
-                    for event in parser.feed(sse):
-                        yield event
+                    for sse in decoder.feed(chunk):
+                        for event in parser.feed(sse):
+                            yield event
+                        if parser.done:
+                            break
                 for event in parser.on_end():
                     yield event
+                if parser.done and not scope.aborted:
+                    # Read the body's end (the chunked terminator) so the connection returns
+                    # to the pool: an unread tail forces a new TCP connection per request.
+                    scope.enter_read()
+                    try:
+                        async for _tail in chunks:
+                            pass
+                    except asyncio.CancelledError:
+                        if scope.absorb():
+                            raise _Aborted from None
+                        raise
+                    scope.reading = False
                 failure = parser.failure
                 if failure is None and not parser.done:
                     failure = ProviderFailure("incomplete", "the stream ended without its terminal event")
@@ -503,16 +583,16 @@ async def run_sse_stream(
             failure = ProviderFailure("connection", f"timed out: {type(exc).__name__}")
         except httpx.HTTPError as exc:
             failure = ProviderFailure("connection", f"connection error: {exc or type(exc).__name__}")
-        except SSEError as exc:
+        except _NotEventStream as exc:
             failure = ProviderFailure("provider_error", f"not an event stream: {exc}")
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
             failure = ProviderFailure("provider_error", f"malformed stream event: {type(exc).__name__}: {exc}")
         finally:
             scope.reading = False
             scope.close()
-            if events is not None:
+            if isinstance(chunks, AsyncGenerator):
                 with contextlib.suppress(Exception):
-                    await events.aclose()
+                    await chunks.aclose()
             if response is not None:
                 await response.aclose()
     except Exception as exc:  # closing the response failed; never raise once streaming started
@@ -536,6 +616,18 @@ def bearer_headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
-def dumps(body: dict[str, Any]) -> bytes:
-    """The one JSON encoding of a request."""
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+def dumps(value: Any) -> bytes:
+    """The one JSON encoding of request parts (compact, UTF-8, not ASCII-escaped)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def splice_body(head: dict[str, Any], key: str, items: Iterable[bytes]) -> bytes:
+    """``dumps({**head, key: [...]})`` where the list's items come already encoded.
+
+    The history is the bulk of every request and changes only at its end, so adapters keep
+    each message's encoding in their ``WireCache`` and a request costs one encoding of the
+    small ``head`` (model, options, tools) plus a join. The list goes last in the object;
+    ``head`` must not hold ``key``."""
+    encoded = dumps(head)
+    separator = b"," if len(encoded) > 2 else b""
+    return b"".join((encoded[:-1], separator, dumps(key), b":[", b",".join(items), b"]}"))

@@ -6,10 +6,13 @@ after them in the same pytest session.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -67,37 +70,33 @@ def _manage(env: dict[str, str], *args: str) -> str:
 CREATE_USERS = """
 from django.contrib.auth import get_user_model
 User = get_user_model()
-for name in ("alice", "bob"):
+for name in USERS:
     if not User.objects.filter(username=name).exists():
         User.objects.create_user(username=name, password=name + "-pass-123")
 """
 
 
-@pytest.fixture(scope="session")
-def studio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
-    base = tmp_path_factory.mktemp("studio-e2e")
+@contextlib.contextmanager
+def serve_studio(base: Path, env_extra: dict[str, str], users: tuple[str, ...]) -> Iterator[Studio]:
+    """Prepare a data dir under ``base``, create ``users`` and run daphne until the block ends."""
     data_dir = base / "data"
-    workspace = base / "workspace"
-    workspace.mkdir()
-    (workspace / "README.md").write_text("# Todo app\nA tiny project the demo model can look at.\n")
-    (workspace / "app.py").write_text("print('todo')\n")
-    (workspace / '<img src=x onerror="window.__pwned=1">.md').write_text("hostile file name\n")
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "studio.settings",
         "STUDIO_DATA_DIR": str(data_dir),
-        "STUDIO_RUNTIME_FACTORY": "tests.e2e.slow_demo.open_runtime",
-        "STUDIO_E2E_DELTA_DELAY_MS": os.environ.get("STUDIO_E2E_DELTA_DELAY_MS", "60"),
-        "AGENTCORE_DEMO_DELAY_MS": os.environ.get("AGENTCORE_DEMO_DELAY_MS", "40"),
         "AGENTCORE_DEMO_CHUNK": "8",
         "PYTHONPATH": str(ROOT),
         "DJANGO_DEBUG": "1",
+        **env_extra,
     }
+    for name in ("STUDIO_REDIS_URL", "STUDIO_HOST_MODE", "STUDIO_DATABASE_PATH"):
+        env.pop(name, None)
     out = _manage(env, "studio", "--no-serve")
     assert "Log in at" in out
-    _manage(env, "shell", "-c", CREATE_USERS)
+    _manage(env, "shell", "-c", CREATE_USERS.replace("USERS", repr(list(users))))
     port = _free_port()
-    log = open(base / "daphne.log", "w")
+    log_path = base / "daphne.log"
+    log = open(log_path, "w")
     process = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "studio.asgi:application"],
         cwd=ROOT,
@@ -107,17 +106,18 @@ def studio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
     )
     base_url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
-    while True:  # wait for a real condition: the login page answers
-        try:
-            with urllib.request.urlopen(base_url + "/login/", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("daphne did not start: " + (base / "daphne.log").read_text()) from None
-            time.sleep(0.1)
     try:
-        yield Studio(base_url, data_dir, workspace, {"alice": "alice-pass-123", "bob": "bob-pass-123"})
+        while True:  # wait for a real condition: the login page answers
+            try:
+                with urllib.request.urlopen(base_url + "/login/", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("daphne did not start: " + log_path.read_text()) from None
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=0.1)  # wakes at once if daphne dies
+        yield Studio(base_url, data_dir, base / "workspace", {u: f"{u}-pass-123" for u in users})
     finally:
         process.terminate()
         try:
@@ -125,6 +125,103 @@ def studio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def studio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
+    """The Studio the behaviour and security tests use (hostile file names included)."""
+    base = tmp_path_factory.mktemp("studio-e2e")
+    workspace = base / "workspace"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("# Todo app\nA tiny project the demo model can look at.\n")
+    (workspace / "app.py").write_text("print('todo')\n")
+    (workspace / '<img src=x onerror="window.__pwned=1">.md').write_text("hostile file name\n")
+    env = {
+        "STUDIO_RUNTIME_FACTORY": "tests.e2e.slow_demo.open_runtime",
+        "STUDIO_E2E_DELTA_DELAY_MS": os.environ.get("STUDIO_E2E_DELTA_DELAY_MS", "60"),
+        "AGENTCORE_DEMO_DELAY_MS": os.environ.get("AGENTCORE_DEMO_DELAY_MS", "40"),
+    }
+    with serve_studio(base, env, ("alice", "bob")) as studio:
+        yield studio
+
+
+TOUR_README = """# Todo
+
+A small command-line todo list with due dates.
+
+    python -m src.app add "Buy oat milk" --due 2025-06-03
+    python -m src.app list
+
+Run the tests with `pytest`.
+"""
+
+TOUR_APP = '''"""A todo list kept in memory, with optional due dates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+
+
+@dataclass
+class Todo:
+    id: int
+    title: str
+    due: date | None = None
+    done: bool = False
+
+
+@dataclass
+class TodoList:
+    items: dict[int, Todo] = field(default_factory=dict)
+
+    def add(self, title: str, due: str | None = None) -> Todo:
+        todo = Todo(len(self.items) + 1, title, date.fromisoformat(due) if due else None)
+        self.items[todo.id] = todo
+        return todo
+
+    def complete(self, todo_id: int) -> None:
+        self.items[todo_id].done = True
+
+    def pending(self) -> list[Todo]:
+        open_items = [t for t in self.items.values() if not t.done]
+        return sorted(open_items, key=lambda t: (t.due is None, t.due or date.max))
+'''
+
+TOUR_TEST = """from src.app import TodoList
+
+
+def test_add_and_complete() -> None:
+    todos = TodoList()
+    milk = todos.add("Buy oat milk", due="2025-06-03")
+    todos.complete(milk.id)
+    assert todos.pending() == []
+"""
+
+
+@pytest.fixture(scope="session")
+def tour_server() -> Iterator[Studio]:
+    """A clean Studio for the screenshot tour: user maria and a small, realistic project.
+
+    Kept apart from ``studio_server`` so no hostile test data (script titles, ``onerror`` file
+    names) and no pytest temp paths can reach the documentation screenshots.
+    """
+    base = Path(tempfile.mkdtemp(prefix="maria-"))
+    project = base / "projects" / "todo-app"
+    (project / "src").mkdir(parents=True)
+    (project / "tests").mkdir()
+    (project / "README.md").write_text(TOUR_README)
+    (project / "pyproject.toml").write_text('[project]\nname = "todo"\nversion = "0.1.0"\n')
+    (project / "src" / "__init__.py").write_text("")
+    (project / "src" / "app.py").write_text(TOUR_APP)
+    (project / "tests" / "test_app.py").write_text(TOUR_TEST)
+    env = {"STUDIO_RUNTIME_FACTORY": "tests.e2e.tour_model.open_runtime", "AGENTCORE_DEMO_DELAY_MS": "8"}
+    try:
+        with serve_studio(base, env, ("maria",)) as studio:
+            studio.workspace = project
+            yield studio
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

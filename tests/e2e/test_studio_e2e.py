@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Studio, new_page, screenshot
+from tests.e2e.conftest import Studio, new_page
 
 pytestmark = pytest.mark.e2e
 
@@ -49,10 +49,8 @@ async def test_login_create_session_and_stream_a_tool_run(studio_server: Studio,
     """W1: log in, start a demo session, watch text stream in and a tool call row appear."""
     login = await new_page(browser, studio_server, user=None)
     await login.goto(studio_server.url("/login/"))
-    await screenshot(login, "login")
     page = await new_page(browser, studio_server)
     await create_session(page, studio_server, title="Explore the todo app")
-    await screenshot(page, "session-empty")
     await record_live_text(page)
     await send(page, "What files are here? Read the README.")
     await page.wait_for_selector("#live-turn")
@@ -69,12 +67,9 @@ async def test_login_create_session_and_stream_a_tool_run(studio_server: Studio,
     assert await page.evaluate("window.__pwned === undefined")  # the hostile file name stayed text
     await page.click(".tab[data-tab=tasks]")
     await page.wait_for_selector("#tab-tasks .task")
-    await screenshot(page, "session-tools")
     await page.click(".tab[data-tab=usage]")
     await page.wait_for_selector("#tab-usage .usage-chart")
-    await screenshot(page, "session-usage")
     await page.click(".tab[data-tab=records]")
-    await screenshot(page, "session-records")
 
 
 async def test_plan_review_approve_then_build_streams(studio_server: Studio, browser: Any) -> None:
@@ -88,7 +83,6 @@ async def test_plan_review_approve_then_build_streams(studio_server: Studio, bro
     assert await page.is_disabled("#send-button")
     await page.click(".tab[data-tab=plan]")
     await page.wait_for_selector("#tab-plan .checklist")
-    await screenshot(page, "plan-review")
     await record_live_text(page)
     await page.fill("#pending textarea[name=notes]", "Keep it to one file")
     await page.click("#approve-plan")
@@ -99,7 +93,6 @@ async def test_plan_review_approve_then_build_streams(studio_server: Studio, bro
     lengths = await page.evaluate("window.__lengths")
     assert len(lengths) >= 2, lengths  # the build answer streamed
     await page.wait_for_selector("#tab-plan .tl-approved")
-    await screenshot(page, "plan-approved")
 
 
 async def test_plan_reject_with_notes_gets_a_revision(studio_server: Studio, browser: Any) -> None:
@@ -192,10 +185,45 @@ async def test_sessions_overview_and_dark_mode(studio_server: Studio, browser: A
     await page.wait_for_selector(".session-row")
     assert await page.locator(".session-row").count() >= 3
     assert await page.locator(".session-row .pill-idle").count() >= 1
-    await screenshot(page, "sessions")
     dark = await new_page(browser, studio_server, dark=True)
     await dark.goto(studio_server.url("/"))
     await dark.click(".session-row a:has-text('Plan a todo app')")
     await dark.wait_for_selector("#conn-state.on")
     await dark.click(".tab[data-tab=plan]")
-    await screenshot(dark, "session-dark")
+
+
+async def test_ask_user_questions_are_answered_in_the_browser(studio_server: Studio, browser: Any) -> None:
+    """W4: the real demo asks two questions in plan mode (single choice, multi-select + free
+    text); the answers resume the run, the plan uses them, and approving builds it."""
+    page = await new_page(browser, studio_server)
+    await create_session(page, studio_server, mode="plan", title="Todo app with questions")
+    await send(page, "Plan a todo app, ask me questions first")
+    form = "#pending .question-form"
+    await page.wait_for_selector(f"{form} fieldset.question")
+    await page.wait_for_selector("#session-status .pill-waiting")
+    assert await page.locator(f"{form} fieldset.question").count() == 2
+    assert await page.locator(f"{form} input[type=radio][name=q-scope]").count() == 3
+    assert await page.locator(f"{form} input[type=checkbox][name=q-extras]").count() == 3
+    assert await page.locator(f"{form} input[type=text][name=q-extras-text]").count() == 1
+    assert await page.is_disabled("#send-button")
+    # An incomplete form is refused with a message naming the unanswered question.
+    await page.check(f"{form} input[name=q-scope][value=Small]")
+    await page.click("#answer-submit")
+    await page.wait_for_selector("#answer-error .form-error:has-text('Which extras do you want?')")
+    await page.check(f"{form} input[name=q-extras][value=Tests]")
+    await page.check(f"{form} input[name=q-extras][value=Docs]")
+    await page.fill(f"{form} input[name=q-extras-text]", "Dark mode")
+    await page.click("#answer-submit")
+    # Answering resumes the same run: the plan comes back for review and carries the answers.
+    await page.wait_for_selector("#pending .review .checklist li")
+    plan = await page.text_content("#pending .plan-full .md")
+    assert plan is not None
+    for answer in ("Small", "Tests", "Docs", "Dark mode"):
+        assert answer in plan, plan
+    assert await page.locator("#pending .question-form").count() == 0
+    await page.click("#approve-plan")
+    await page.wait_for_selector("#live-turn .notice:text('Plan approved')")
+    await page.wait_for_selector("#session-status .pill-idle")
+    await page.wait_for_selector("#conversation .md:has-text('approved plan')")
+    # The ask_user call is a row of the conversation, with the questions as its arguments.
+    assert await page.locator("#conversation .tool .tool-name:text('ask_user')").count() == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -156,16 +157,18 @@ def test_usage_records_are_upserts_never_double_counted(user: Any, make_session:
     assert UsageRecord.objects.count() == 1
 
 
-def test_usage_tab_prices_each_token_class_separately(user: Any, make_session: Any) -> None:
+def test_usage_tab_prices_each_token_class_from_the_runtimes_cost_detail(user: Any, make_session: Any) -> None:
+    """The Usage tab shows the runtime's per-class prices (``cost_detail``), never its own."""
     from studio.models import RegisteredModel
 
     model = RegisteredModel.objects.create(
         name="Priced",
         provider="openai",
         model_id="gpt-x",
-        attributes={"cost": {"input": 2, "output": 10, "cache_read": 0.5, "cache_write": 2.5}},
+        attributes={"cost": {"input": 99, "output": 99, "cache_read": 99, "cache_write": 99}},  # ignored
     )
     session = make_session(user, registered_model=model)
+    assert selectors.usage_context(session)["usage_totals"]["class_costs"] is None  # nothing priced yet
     services.record_usage(
         str(session.pk),
         "r1",
@@ -175,11 +178,78 @@ def test_usage_tab_prices_each_token_class_separately(user: Any, make_session: A
             "cached_input_tokens": 2_000_000,
             "cache_creation_tokens": 400_000,
             "output_tokens": 100_000,
-            "cost": 4,
+            "cost": 5,
+            "cost_detail": {"input": 2, "output": 1, "cache_read": 1, "cache_write": 1},
         },
+    )
+    services.record_usage(
+        str(session.pk),
+        "r2",
+        {"record_id": "b", "input_tokens": 10, "cost": 0.5, "cost_detail": {"input": 0.5}},
     )
     context = selectors.usage_context(session)
     costs = context["usage_totals"]["class_costs"]
-    assert (costs["input"], costs["cached"], costs["cache_write"], costs["output"]) == (2, 1, 1, 1)
-    assert context["usage_totals"]["calls"] == 1
+    assert (costs["input"], costs["cached"], costs["cache_write"], costs["output"]) == (Decimal("2.5"), 1, 1, 1)
+    assert context["usage_totals"]["calls"] == 2
+    assert context["usage_totals"]["cost"] == Decimal("5.5")
+    assert [r["class_costs"]["input"] for r in context["usage_rows"]] == [2, Decimal("0.5")]
     assert context["usage_chart"]["bars"]
+
+
+async def test_real_demo_asks_then_plans_with_the_answers(user: Any, make_session: Any, host: SessionHost) -> None:
+    """W4 with the real runtime: ask_user pauses, answers resume, the plan carries them."""
+    session = await _session(make_session, user, mode="plan")
+    sid = str(session.pk)
+    await host.prompt(sid, prompt="Plan a todo app, ask me questions first", agent="plan", effort="low")
+    await host.wait_idle(sid)
+    run = await Run.objects.aget(session=session)
+    assert run.status == "paused" and run.pending["kind"] == "ask_user"
+    assert [q["id"] for q in run.pending["questions"]] == ["scope", "extras"]
+    await host.answer(sid, answers={"scope": "Tiny", "extras": ["CI", "a changelog"]})
+    await host.wait_idle(sid)
+    run = await Run.objects.aget(session=session)
+    assert run.status == "paused" and run.pending["kind"] == "plan"
+    assert all(word in run.pending["plan"] for word in ("Tiny", "CI", "a changelog"))
+
+
+async def test_a_new_host_resumes_a_plan_the_old_host_paused(user: Any, make_session: Any) -> None:
+    """A restart between pause and approval: the next host process serves the approval."""
+    from studio.hosts import set_session_host
+
+    session = await _session(make_session, user, mode="plan")
+    sid = str(session.pk)
+    first = SessionHost(flush_interval=0.01)
+    set_session_host(first)
+    await first.prompt(sid, prompt="Plan a habit tracker", agent="plan", effort="low")
+    await first.wait_idle(sid)
+    await first.close()  # the process goes away; the store and Studio's records stay
+    second = SessionHost(flush_interval=0.01)
+    set_session_host(second)
+    try:
+        await second.resume_plan(sid, approved=True)
+        await second.wait_idle(sid)
+        run = await Run.objects.aget(session=session)
+        assert run.status == "completed"
+        state = await second.state(sid)
+        assert "approved plan" in str(state.transcript[-1])
+        assert state.transcript[-2].get("synthetic") is True  # the runtime's "plan was approved" prompt
+    finally:
+        await second.close()
+        set_session_host(None)
+
+
+async def test_one_demo_server_serves_every_demo_session_of_a_host(
+    user: Any, make_session: Any, host: SessionHost
+) -> None:
+    from agentcore.harness.lease import lock_path_for
+
+    sessions = [await _session(make_session, user) for _ in range(3)]
+    for s in sessions:
+        await host.prompt(str(s.pk), prompt="hello", agent="build", effort="low")
+    for s in sessions:
+        await host.wait_idle(str(s.pk))
+    urls = {hs.config.model_options["base_url"] for hs in host._sessions.values()}
+    assert urls == {host.demo_base_url()}
+    assert all(lock_path_for(s.store_path).exists() for s in sessions)
+    assert await host.release(str(sessions[0].pk)) is True  # an idle session lets go of its store
+    assert await host.release(str(sessions[0].pk)) is False

@@ -124,3 +124,42 @@ def test_plan_items_from_numbered_and_task_lists() -> None:
     assert [str(i.text) for i in items][:1] == ["Inspect <code>x</code>"]
     assert "<b>" not in str(items[1].text)
     assert items[2].done is True
+
+
+def _user(text: str, *, synthetic: bool = False) -> dict[str, object]:
+    message: dict[str, object] = {"role": "user", "content": [{"type": "text", "text": text}]}
+    if synthetic:
+        message["synthetic"] = True
+    return message
+
+
+def _said(text: str) -> dict[str, object]:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+
+
+def test_only_the_synthetic_flag_turns_a_user_message_into_a_notice() -> None:
+    """Runtime-written prompts carry ``synthetic: true``; a user typing the same words is a turn."""
+    transcript = [
+        _user("Earlier work: set up the project.", synthetic=True),  # a compaction summary
+        _said("Summary noted."),
+        _user("Plan the todo app"),
+        _said("1. Models\n2. Views"),
+        _user("The plan was approved. Switch to build mode and carry it out now.", synthetic=True),
+        _said("Built it."),
+        _user("The reviewer rejected this plan.\n\nReviewer's notes:\nfewer steps\n\nRevise", synthetic=True),
+        _user("Your previous reply was interrupted before it finished (network).", synthetic=True),
+        _user("The plan was approved. Switch to build mode and carry it out now."),  # typed by the user
+    ]
+    turns = transcript_turns(transcript)
+    assert [t.prompt for t in turns] == [
+        None,
+        "Plan the todo app",
+        "The plan was approved. Switch to build mode and carry it out now.",
+    ]
+    assert turns[0].blocks[0].kind == "notice" and "compacted" in turns[0].blocks[0].text
+    notices = [b.text for b in turns[1].blocks if b.kind == "notice"]
+    assert notices == [
+        "Plan approved — building it now.",
+        "Plan rejected: fewer steps",
+        "The agent continued after an interruption.",
+    ]

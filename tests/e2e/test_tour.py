@@ -1,0 +1,121 @@
+"""The screenshot tour: a clean user (maria) and a small real project, one story end to end.
+
+It drives Studio the way a person would — log in, ask about the code, plan a feature, answer
+the agent's questions — and writes the documentation screenshots in ``docs/screenshots`` on
+the way. Every step also asserts what the picture is meant to show, so a broken screen fails
+the test instead of ending up in the docs. Only this test writes screenshots.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Studio, new_page, screenshot
+
+pytestmark = pytest.mark.e2e
+
+
+async def start(page: Any, studio: Studio, *, mode: str, title: str) -> str:
+    await page.goto(studio.url("/"))
+    await page.select_option("select[name=registered_model]", label="Offline demo model")
+    await page.fill("input[name=workdir]", str(studio.workspace))
+    await page.fill("input[name=title]", title)
+    await page.check(f"input[name=mode][value={mode}]", force=True)
+    await page.click("#new-session-form button[type=submit]")
+    await page.wait_for_url("**/sessions/*/")
+    await page.wait_for_selector("#conn-state.on")
+    return str(page.url)
+
+
+async def ask(page: Any, text: str) -> None:
+    await page.fill("#prompt", text)
+    await page.press("#prompt", "Enter")
+
+
+async def tab(page: Any, name: str) -> None:
+    await page.click(f".tab[data-tab={name}]")
+    await page.wait_for_selector(f".tab-panel[data-panel={name}]:not([hidden])")
+
+
+async def test_product_tour(tour_server: Studio, browser: Any) -> None:
+    studio = tour_server
+    login = await new_page(browser, studio, user=None)
+    await login.goto(studio.url("/login/"))
+    await login.fill("input[name=username]", "maria")
+    await screenshot(login, "login")
+
+    page = await new_page(browser, studio, user="maria")
+
+    # 1. A quick look around (the demo lists the project and reads its README).
+    await start(page, studio, mode="build", title="Get to know the project")
+    await ask(page, "What files are here? Read the README.")
+    await page.wait_for_selector("#session-status .pill-idle")
+    await page.wait_for_selector("#conversation .md:has-text('The README starts with')")
+
+    # 2. Explain the code: two tool rows, then a Markdown answer with a table and code.
+    await start(page, studio, mode="build", title="How does app.py work?")
+    await ask(page, "Explain how src/app.py works, with a short usage example.")
+    await page.wait_for_selector("#session-status .pill-idle")
+    await page.wait_for_selector("#conversation .md pre.hl .k")  # a highlighted code block
+    assert await page.locator("#conversation .tool").count() == 2
+    assert await page.locator("#conversation .md table tr").count() == 4
+    await screenshot(page, "session-tools")
+    await ask(page, "Which todos come first in pending()?")
+    await page.wait_for_selector("#conversation .md:has-text('Completed todos are never returned')")
+    await page.wait_for_selector("#session-status .pill-idle")
+    await tab(page, "usage")
+    await page.wait_for_selector("#tab-usage .usage-chart")
+    assert await page.locator("#tab-usage .usage-chart g").count() == 2  # one bar per turn
+    await screenshot(page, "session-usage")
+    await tab(page, "records")
+    await page.wait_for_selector("#tab-records :text('Offline demo model')")
+    await screenshot(page, "session-records")
+
+    # 3. Plan a feature: the plan waits for review as a checklist.
+    review_url = await start(page, studio, mode="plan", title="Due-date reminders")
+    await ask(page, "Plan e-mail reminders for todos that are due tomorrow")
+    await page.wait_for_selector("#pending .review .checklist li")
+    await page.wait_for_selector("#session-status .pill-waiting")
+    await tab(page, "plan")
+    await page.fill("#pending textarea[name=notes]", "Keep it to the standard library")
+    await screenshot(page, "plan-review")
+
+    # 4. The agent asks before planning: the question form (choice, multi-select, free text).
+    await start(page, studio, mode="plan", title="Sharing lists with family")
+    await ask(page, "Plan shared todo lists for a family. Ask me questions first.")
+    await page.wait_for_selector("#pending .question-form fieldset.question")
+    await page.check("#pending input[name=q-scope][value=Small]")
+    await page.check("#pending input[name=q-extras][value=Tests]")
+    await page.check("#pending input[name=q-extras][value=Docs]")
+    await page.fill("#pending input[name=q-extras-text]", "Works offline")
+    await screenshot(page, "ask-user")
+    await page.click("#answer-submit")
+    await page.wait_for_selector("#pending .review .checklist li")
+    await page.click("#approve-plan")
+    await page.wait_for_selector("#session-status .pill-idle")
+    await page.wait_for_selector("#conversation .md:has-text('approved plan')")
+    await tab(page, "plan")
+    await page.wait_for_selector("#tab-plan .tl-approved")
+    await screenshot(page, "plan-approved")
+
+    # 5. The overview: four sessions, one still waiting for a review.
+    await page.goto(studio.url("/"))
+    await page.wait_for_selector(".session-row")
+    assert await page.locator(".session-row").count() == 4
+    assert await page.locator(".session-row .pill-waiting").count() == 1
+    await screenshot(page, "sessions")
+
+    # 6. Dark mode follows the system setting.
+    dark = await new_page(browser, studio, user="maria", dark=True)
+    await dark.goto(review_url)
+    await dark.wait_for_selector("#conn-state.on")
+    await dark.wait_for_selector("#pending .review .checklist li")
+    await tab(dark, "plan")
+    await screenshot(dark, "session-dark")
+
+    # Nothing from the security tests can be in these pictures.
+    for shot in (page, dark):
+        html = await shot.content()
+        assert "onerror" not in html and "pytest-of" not in html and "__pwned" not in html
