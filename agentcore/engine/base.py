@@ -110,12 +110,14 @@ class EngineBase:
         self.context_meter = context_meter
         self.clock = clock
         self.final: RunEndEvent | None = None
+        self._fresh_intents: set[str] = set()  # intents this engine wrote and has not started yet
         self._last_usage_emit = 0.0
 
     async def _after_settle(
         self, payload: dict[str, Any], record_id: str, *, meter: bool = True
     ) -> AsyncIterator[AgentEvent]:
-        yield UsageEvent(record_id=record_id, **{k: payload[k] for k in _USAGE_EVENT_FIELDS})
+        # model_construct: these values come from our own typed ledger row; skip re-validation (hot path)
+        yield UsageEvent.model_construct(record_id=record_id, **{k: payload[k] for k in _USAGE_EVENT_FIELDS})
         if self.host.report_usage is not None:
             await call_hook(self.host.report_usage, {"record_id": record_id, **payload})
         usage = self._context_usage() if meter else None
@@ -197,7 +199,7 @@ class EngineBase:
         if measured is None:
             return None
         self._last_usage_emit = now
-        return ContextUsageEvent(used=measured[0], total=measured[1])
+        return ContextUsageEvent.model_construct(used=measured[0], total=measured[1])
 
 
 _USAGE_EVENT_FIELDS = (

@@ -10,6 +10,7 @@ is a call interrupted by a crash: re-run if ``replay="safe"``, otherwise answere
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,7 +22,7 @@ from agentcore.events import (
     AgentEvent,
     ToolEvent,
 )
-from agentcore.harness.storage import Commit, RegisterWrite
+from agentcore.harness.storage import Commit, Entry, RegisterWrite
 from agentcore.host import call_hook
 from agentcore.messages import (
     ToolResultMessage,
@@ -60,7 +61,7 @@ class ToolRound(Decisions):
             # Batch consecutive independent read-only calls so they run concurrently.
             batch = [call]
             tool = cfg.find_tool(call["name"])
-            if tool is not None and tool.read_only and key not in self.log.intents:
+            if tool is not None and tool.read_only and not self._recovering_call(key):
                 look = index + 1
                 while look < len(calls):
                     nxt = calls[look]
@@ -69,7 +70,7 @@ class ToolRound(Decisions):
                     if (
                         nxt_tool is None
                         or not nxt_tool.read_only
-                        or nxt_key in self.log.intents
+                        or self._recovering_call(nxt_key)
                         or nxt_key in self.log.results
                     ):
                         break
@@ -117,6 +118,11 @@ class ToolRound(Decisions):
             display_id = shown_id_of(op, call)
             tool = cfg.find_tool(call["name"])
             intent = self.log.intents.get(key)
+            if intent is not None and key in self._fresh_intents and tool is not None:
+                # Written with the assistant message by this engine, not yet started.
+                self._fresh_intents.discard(key)
+                runnable.append((call, tool, intent["arguments"], display_id))
+                continue
             if intent is not None:
                 # Started before a crash, never settled (D2).
                 if tool is not None and intent.get("replay") == "safe" and tool.replay == "safe":
@@ -173,16 +179,16 @@ class ToolRound(Decisions):
             yield ToolEvent(
                 phase="start", tool_call_id=display_id, name=call["name"], index=call["index"], arguments=arguments
             )
-        updates: asyncio.Queue[ToolEvent] = asyncio.Queue()
-        work = asyncio.gather(
-            *(
-                execute_call(tool, arguments, self._tool_context(cfg, call, display_id, updates))
-                for call, tool, arguments, display_id in runnable
-            )
-        )
-        async for update in _drain_while(work, updates):
+        updates = _Updates()
+        calls_running = [
+            execute_call(tool, arguments, self._tool_context(cfg, call, display_id, updates))
+            for call, tool, arguments, display_id in runnable
+        ]
+        work = asyncio.gather(*calls_running) if len(calls_running) != 1 else asyncio.ensure_future(calls_running[0])
+        async for update in updates.until_done(work):
             yield update
-        outcomes = work.result()
+        result = work.result()
+        outcomes = result if isinstance(result, list) else [result]
         by_call = {id(call): outcome for (call, _t, _a, _d), outcome in zip(runnable, outcomes, strict=True)}
         commit = Commit()
         finished: list[ToolEvent] = []
@@ -228,14 +234,12 @@ class ToolRound(Decisions):
         if meter:
             yield meter
 
-    def _tool_context(
-        self, cfg: TurnConfig, call: dict[str, Any], display_id: str, updates: asyncio.Queue[ToolEvent]
-    ) -> ToolContext:
+    def _tool_context(self, cfg: TurnConfig, call: dict[str, Any], display_id: str, updates: _Updates) -> ToolContext:
         """The tool's context, with partial output forwarded as ``tool`` update events."""
         ctx = cfg.tool_context(display_id)
 
         def on_update(partial: str) -> None:
-            updates.put_nowait(
+            updates.push(
                 ToolEvent(
                     phase="update", tool_call_id=display_id, name=call["name"], index=call["index"], partial=partial
                 )
@@ -243,6 +247,35 @@ class ToolRound(Decisions):
 
         ctx.on_update = on_update
         return ctx
+
+    def _recovering_call(self, key: str) -> bool:
+        """An intent this engine did not write: the call may have started before a crash."""
+        return key in self.log.intents and key not in self._fresh_intents
+
+    def early_intents(self, cfg: TurnConfig, step: int, calls: list[dict[str, Any]]) -> list[Entry]:
+        """Intents that can travel in the same transaction as the assistant message.
+
+        Only for ``replay="safe"`` tools that need no decision (no approval, not ask_user) and
+        whose arguments validate: recovery re-runs them from these persisted arguments whether
+        or not they had started, so committing the intent early changes nothing — except one
+        transaction less per tool round on the hot path. Other calls get their intent right
+        before they run, so a crash before that never reports them as "interrupted".
+        """
+        entries = []
+        for call in calls:
+            tool = cfg.find_tool(call["name"])
+            if tool is None or tool.replay != "safe" or tool.name == ASK_USER or RAW_ARGUMENTS_KEY in call["arguments"]:
+                continue
+            if not tool.builtin and (self.host.approve_tool_call is not None or tool.name in cfg.tool_definitions):
+                continue
+            prepared = prepare_call(tool, call["arguments"])
+            if isinstance(prepared, ToolResult):
+                continue
+            key = call_key(self.request_id, step, call["index"])
+            payload = {"call_key": key, "name": tool.name, "arguments": prepared, "replay": "safe", "id": call["id"]}
+            entries.append(self.log.entry("tool_intent", payload))
+            self._fresh_intents.add(key)
+        return entries
 
     async def _approve(
         self,
@@ -277,17 +310,30 @@ class ToolRound(Decisions):
         return True
 
 
-async def _drain_while(work: asyncio.Future[Any], updates: asyncio.Queue[ToolEvent]) -> AsyncIterator[ToolEvent]:
-    """Yield queued updates until ``work`` is done, then whatever is left."""
-    while not work.done():
-        getter = asyncio.ensure_future(updates.get())
-        done, _ = await asyncio.wait({work, getter}, return_when=asyncio.FIRST_COMPLETED)
-        if getter in done:
-            yield getter.result()
-        else:
-            getter.cancel()
-    while not updates.empty():
-        yield updates.get_nowait()
+class _Updates:
+    """Tool progress (``on_update``) forwarded while the tools run. A plain future per wait,
+    not a task: this sits on every tool round of the hot loop."""
+
+    def __init__(self) -> None:
+        self._items: deque[ToolEvent] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def push(self, event: ToolEvent) -> None:
+        self._items.append(event)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def until_done(self, work: asyncio.Future[Any]) -> AsyncIterator[ToolEvent]:
+        """Yield updates until ``work`` is done, then whatever is left."""
+        loop = asyncio.get_running_loop()
+        while not work.done():
+            while self._items:
+                yield self._items.popleft()
+            self._waiter = loop.create_future()
+            await asyncio.wait({work, self._waiter}, return_when=asyncio.FIRST_COMPLETED)
+            self._waiter = None
+        while self._items:
+            yield self._items.popleft()
 
 
 def _terminates(results: list[ToolResult | None]) -> bool:

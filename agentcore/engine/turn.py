@@ -256,11 +256,11 @@ class TurnEngine(ToolRound, CompactionStep):
                 pass
             elif isinstance(event, TextDelta):
                 buffer.add(event.index, "text", event.text)
-                pending.append(TextDeltaEvent(index=event.index, delta=event.text))
+                pending.append(TextDeltaEvent.model_construct(index=event.index, delta=event.text))
                 streamed_chars += len(event.text)
             elif isinstance(event, ThinkingDelta):
                 buffer.add(event.index, "thinking", event.text)
-                pending.append(ThinkingDeltaEvent(index=event.index, delta=event.text))
+                pending.append(ThinkingDeltaEvent.model_construct(index=event.index, delta=event.text))
                 streamed_chars += len(event.text)
             elif isinstance(event, ToolCallDelta):
                 streamed_chars += len(event.partial_json)
@@ -329,6 +329,7 @@ class TurnEngine(ToolRound, CompactionStep):
                 value = dict(op, phase="tools", budgets=_budgets_dict(budgets), tool_calls=tool_calls)
                 value.update(assistant_entry=entry.id, pause_turns=0)
                 commit.registers.append(self.log.set_op(value))
+                commit.entries.extend(self.early_intents(cfg, step, tool_calls))
             elif message.stop_reason == "length":
                 budgets.length += 1
                 if budgets.length > MAX_LENGTH_CONTINUATIONS:
