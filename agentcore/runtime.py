@@ -225,10 +225,6 @@ class AgentRuntime:
         op = self.log.op
         return str(op["request_id"]) if op else None
 
-    def receipt(self, request_id: str) -> dict[str, Any] | None:
-        receipt = self.log.receipts.get(request_id)
-        return dict(receipt.payload) if receipt else None
-
     # --- run ---------------------------------------------------------------------------
 
     async def run(
@@ -278,11 +274,14 @@ class AgentRuntime:
         if receipt is not None and op is not None and op["request_id"] == request_id:
             recovering = op["phase"] == "model"
         else:
-            if op is not None:
-                self._supersede(op)
+            # Validate everything before writing anything: bad input leaves the store unchanged.
             images = await self._images(input)
             candidate = self._new_op(request_id, input)
-            self._configure(candidate)  # validate the whole configuration before writing anything
+            self._configure(candidate)
+            if candidate["phase"] != "compact" and not input.prompt and not images:
+                raise InputValidationError("prompt is empty and no images are attached", field="prompt")
+            if op is not None:
+                self._supersede(op)
             self._start(request_id, input, input_hash, images, candidate)
         engine = TurnEngine(log, request_id, self._configure, host, abort, sleep=self._sleep, context_meter=self._meter)
         paused = log.op
@@ -358,10 +357,7 @@ class AgentRuntime:
         if style is not None:
             commit.registers.append(RegisterWrite(f"style:{log.conversation_id}", {"adhd": style}))
         if op["phase"] != "compact":  # a compaction run adds no user message (C3)
-            message = user_text(input.prompt, images)
-            if not message.content:
-                raise InputValidationError("prompt is empty and no images are attached", field="prompt")
-            commit.entries.append(log.message_entry(message, request_id))
+            commit.entries.append(log.message_entry(user_text(input.prompt, images), request_id))
         commit.receipts.append(
             Receipt(request_id, log.conversation_id, {"status": "running", "input_hash": input_hash})
         )

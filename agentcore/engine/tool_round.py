@@ -202,7 +202,7 @@ class ToolRound(Decisions):
             else:
                 result = by_call[id(call)]
                 display_id = next(d for c, _t, _a, d in runnable if c is call)
-            results[batch_position(call)] = result
+            results[call["index"]] = result
             message = ToolResultMessage(
                 tool_call_id=call["id"],
                 tool_name=call["name"],
@@ -339,7 +339,3 @@ class _Updates:
 def _terminates(results: list[ToolResult | None]) -> bool:
     """T3: a tool round ends the turn only when every result asks to terminate."""
     return bool(results) and all(r is not None and r.terminate for r in results)
-
-
-def batch_position(call: dict[str, Any]) -> int:
-    return int(call["index"])

@@ -102,3 +102,23 @@ async def test_invalid_run_input_changes_nothing(make_agent, fake_server) -> Non
         await collect(agent, AgentInput(prompt="x", workdir="/definitely/not/here"))
     assert info.value.field == "workdir"
     assert agent.read_transcript() == [] and fake_server.requests == []
+
+
+async def test_invalid_new_input_does_not_supersede_a_paused_run(make_agent, fake_server) -> None:
+    """Bad input loses nothing: an invalid new request leaves a paused run untouched."""
+    from agentcore import AgentHost, UserInputRequired
+
+    def pause(payload: dict) -> None:
+        raise UserInputRequired("review", payload)
+
+    fake_server.enqueue([Text("Plan: 1. x")])
+    agent = await make_agent()
+    end = final(
+        await collect(agent, AgentInput(prompt="p", request_id="keep", agent="plan"), AgentHost(approve_plan=pause))
+    )
+    assert end.status == "paused"
+    with pytest.raises(InputValidationError):
+        await collect(agent, AgentInput(prompt="new", effort="max", workdir="/no/such/dir"))
+    with pytest.raises(InputValidationError):
+        await collect(agent, AgentInput(prompt=""))
+    assert agent.pending_request_id == "keep"
