@@ -40,7 +40,7 @@ from agentcore.host import AgentHost
 from agentcore.inputs import AgentInput, AgentOptions, validate_model
 from agentcore.messages import AssistantMessage, ImageContent, Message, message_from_dict, message_to_dict, user_text
 from agentcore.models import resolve_effort, resolve_model
-from agentcore.models.attributes import ModelAttributes, ResolvedModel
+from agentcore.models.attributes import ModelAttributes, ResolvedModel, parse_model_attributes
 from agentcore.prompts import load_prompt
 from agentcore.providers.base import Provider
 from agentcore.providers.registry import ProviderRegistry
@@ -80,6 +80,7 @@ class AgentRuntime:
         extra_tools: list[AgentTool],
         tool_definitions: list[ToolDefinition],
         resolved_model: ResolvedModel | None,
+        models: dict[str, ModelAttributes] | None = None,
         sleep: Sleep | None = None,
     ) -> None:
         self._options = options
@@ -88,6 +89,7 @@ class AgentRuntime:
         self._extra_tools = extra_tools
         self._tool_definitions = {d.name: d for d in tool_definitions}
         self._resolved_model = resolved_model
+        self._model_table = models or {}
         self._storage: AgentStorage | None = None
         self._release: Any = None
         self._log: ConversationLog | None = None
@@ -428,13 +430,14 @@ class AgentRuntime:
                 context_window=settings.get("context_window", opts.context_window),
                 max_tokens=settings.get("max_tokens", opts.max_tokens),
             )
+        model_id = settings.get("model", opts.model)
         return resolve_model(
             provider=provider,
-            model=settings.get("model", opts.model),
+            model=model_id,
             base_url=settings.get("base_url", opts.base_url),
             api_key=opts.api_key,
             api_kind=opts.api_kind,
-            runtime_attributes=opts.model_attributes,
+            runtime_attributes=self._model_table.get(model_id or "", opts.model_attributes),
             run_attributes=run_attrs,
             context_window=settings.get("context_window", opts.context_window),
             max_tokens=settings.get("max_tokens", opts.max_tokens),
@@ -573,16 +576,23 @@ async def create_agent(
     extra_tools: list[AgentTool] | None = None,
     tool_definitions: list[ToolDefinition] | None = None,
     resolved_model: ResolvedModel | None = None,
-    models: Any = None,
+    models: dict[str, ModelAttributes | dict[str, Any] | str] | None = None,
     sleep: Sleep | None = None,
     **options: Any,
 ) -> AgentRuntime:
     """Create and open a runtime (SPEC R1). Invalid options → ``input_validation``, nothing opened.
 
-    ``sleep`` replaces ``asyncio.sleep`` for retry backoff (tests inject a recorder so they never
-    wait for real).
+    ``models`` is the host's own model table (model id → attributes, validated like
+    ``model_attributes``): a run that switches ``model`` picks up that model's attributes.
+    ``resolved_model`` pins a fully resolved model and bypasses resolution. ``sleep`` replaces
+    ``asyncio.sleep`` for retry backoff (tests inject a recorder so they never wait for real).
     """
     parsed: AgentOptions = validate_model(AgentOptions, options, what="options")
+    model_table = {
+        model_id: attrs
+        for model_id, raw in (models or {}).items()
+        if (attrs := parse_model_attributes(raw, field_prefix=f"models.{model_id}")) is not None
+    }
     factory = resolve_storage_factory(database_path=parsed.database_path, storage=storage)
     tools = list(extra_tools or [])
     names = [t.name for t in tools]
@@ -594,6 +604,7 @@ async def create_agent(
         extra_tools=tools,
         tool_definitions=list(tool_definitions or []),
         resolved_model=resolved_model,
+        models=model_table,
         sleep=sleep,
     )
     if resolved_model is None:

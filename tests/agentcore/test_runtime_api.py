@@ -122,3 +122,20 @@ async def test_invalid_new_input_does_not_supersede_a_paused_run(make_agent, fak
     with pytest.raises(InputValidationError):
         await collect(agent, AgentInput(prompt=""))
     assert agent.pending_request_id == "keep"
+
+
+async def test_models_table_supplies_attributes_for_a_switched_model(make_agent, fake_server) -> None:
+    """R1/M2: `models` maps model ids to attributes; a run switching `model` uses that entry."""
+    fake_server.enqueue([Text("a")], [Text("b")])
+    agent = await make_agent(models={"big-model": '{"context_window": 500000, "name": "Big"}'})
+    await collect(agent, "hi")
+    assert agent.get_context_usage()["total"] != 500_000
+    await collect(agent, AgentInput(prompt="hi", model="big-model"))
+    assert agent.get_context_usage()["total"] == 500_000
+    assert fake_server.requests[1].json["model"] == "big-model"
+
+
+async def test_models_table_is_validated_naming_the_entry(make_agent) -> None:
+    with pytest.raises(InputValidationError) as info:
+        await make_agent(models={"m1": {"context_window": "huge"}})
+    assert info.value.field == "models.m1.context_window"
