@@ -153,7 +153,10 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
         loop.add_signal_handler(signal.SIGINT, abort.set)
     except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread
         pass
-    runtime = await create_agent(**_options(args))
+    options = _options(args)
+    runtime = await create_agent(**options)
+    if options.get("provider") == "demo":
+        err.write("(offline demo model — no API key needed; pass --provider/--model for a real one)\n")
     try:
         input = AgentInput(prompt=args.prompt, request_id=args.request_id, agent="plan" if args.plan else None)
         if args.answer:

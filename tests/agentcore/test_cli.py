@@ -27,6 +27,7 @@ def test_demo_lists_files_and_answers(workspace: Path) -> None:
     result = run_cli("--prompt", "what files are here?", cwd=workspace)
     assert result.returncode == 0, result.stderr
     assert "⚙ ls" in result.stderr
+    assert "offline demo model" in result.stderr, "every UI labels the demo"
     assert "README.md" in result.stdout and "main.py" in result.stdout
     assert "Demo project" in result.stdout
     assert "[completed]" in result.stderr and "calls 3" in result.stderr
