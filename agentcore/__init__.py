@@ -5,6 +5,7 @@
 from submodules; nothing else is public API.
 """
 
+from agentcore.compact import compact_agent_messages
 from agentcore.context.estimate import estimate_agent_context_tokens
 from agentcore.errors import AgentError, ExecutionAborted, InputValidationError, ToolError, UserInputRequired
 from agentcore.events import AgentEvent, RunEndEvent
@@ -41,6 +42,7 @@ __all__ = [
     "ToolResult",
     "UserInputRequired",
     "cancel_agent_conversation",
+    "compact_agent_messages",
     "create_agent",
     "estimate_agent_context_tokens",
     "export_agent_database",

@@ -223,3 +223,31 @@ async def test_long_session_on_small_window_keeps_every_goal(make_agent, fake_se
     assert compactions >= 5
     transcript = json.dumps(agent.read_transcript())
     assert all(goal in transcript for goal in goals), "every user goal is still in the context"
+
+
+async def test_compact_agent_messages_public_api(fake_server) -> None:
+    """C3: compact_agent_messages(..., force=True, on_usage=...) summarizes a transcript with no
+    store; on_usage sees every attempt (the failed one too); failures raise, nothing is lost."""
+    from agentcore import AgentError, compact_agent_messages
+
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "build a parser"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "done: parser.py"}]},
+    ]
+    options = {"provider": "gw", "model": "m", "base_url": fake_server.base_url, "api_key": "k"}
+    usages: list[dict] = []
+    fake_server.enqueue([HttpError(401, "bad key")], [Text("## Goal\nA parser."), Usage(input=50, output=7)])
+    try:
+        await compact_agent_messages(messages, force=True, on_usage=usages.append, **options)
+    except AgentError as exc:
+        assert exc.code == "model_error"
+    else:
+        raise AssertionError("a failed summary must raise")
+    result = await compact_agent_messages(messages, force=True, on_usage=usages.append, **options)
+    assert len(result) == 1 and "A parser." in result[0]["content"][0]["text"]
+    assert [u["ok"] for u in usages] == [False, True] and usages[1]["input_tokens"] == 50
+    assert not fake_server.requests[1].json.get("tools")
+    unchanged = await compact_agent_messages(messages, force=False, **options)
+    assert [(m["role"], m["content"]) for m in unchanged] == [(m["role"], m["content"]) for m in messages], (
+        "below the threshold nothing is summarized"
+    )
