@@ -34,6 +34,7 @@ from agentcore.errors import (
     InputValidationError,
 )
 from agentcore.events import AgentEvent, RunEndEvent
+from agentcore.harness.memory_store import MemoryStorageFactory
 from agentcore.harness.storage import AgentStorage, Commit, Receipt, RegisterWrite, StorageFactory
 from agentcore.harness.storage_option import open_from_factory, resolve_storage_factory
 from agentcore.host import AgentHost
@@ -252,7 +253,41 @@ class AgentRuntime:
                 self._active = False
                 self._streaming_tokens = 0
 
+    async def _run_hosted(self, input: AgentInput, host: AgentHost | None) -> AsyncIterator[AgentEvent]:
+        """A gateway-driven run (I2 ``host_input``): the gateway owns the history, so the run
+        uses a private in-memory store seeded with the gateway's messages and never reads or
+        writes this runtime's transcript."""
+        raw = input.host_input.get("messages") if isinstance(input.host_input, dict) else input.host_input
+        if not isinstance(raw, list):
+            raise InputValidationError("host_input must be a list of messages or {messages: [...]}", field="host_input")
+        try:
+            seeded = [message_to_dict(message_from_dict(m)) for m in raw]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InputValidationError(f"host_input: {exc}", field="host_input") from exc
+        request_id = input.request_id or new_id()
+        abort = (host.abort_signal if host else None) or asyncio.Event()
+        self._current_abort = abort
+        images = await self._images(input)
+        candidate = self._new_op(request_id, input)
+        self._configure(candidate)
+        storage, release = MemoryStorageFactory(label="host_input").open()
+        try:
+            log = ConversationLog.load(storage, storage.load(), "host_input")
+            if seeded:
+                log.commit(Commit(entries=[log.entry("transcript", {"messages": seeded})]))
+            self._start(request_id, input, _input_hash(input), images, candidate, log)
+            engine = TurnEngine(log, request_id, self._configure, host, abort, sleep=self._sleep)
+            async for event in engine.drive():
+                yield event
+        finally:
+            storage.close()
+            release()
+
     async def _run(self, input: AgentInput, host: AgentHost | None) -> AsyncIterator[AgentEvent]:
+        if input.host_input is not None:
+            async for event in self._run_hosted(input, host):
+                yield event
+            return
         log = self.log
         request_id = input.request_id or new_id()
         abort = (host.abort_signal if host else None) or asyncio.Event()
@@ -351,9 +386,15 @@ class AgentRuntime:
         }
 
     def _start(
-        self, request_id: str, input: AgentInput, input_hash: str, images: list[ImageContent], op: dict[str, Any]
+        self,
+        request_id: str,
+        input: AgentInput,
+        input_hash: str,
+        images: list[ImageContent],
+        op: dict[str, Any],
+        log: ConversationLog | None = None,
     ) -> None:
-        log = self.log
+        log = log or self.log
         commit = Commit()
         style = self._style_change(input.prompt)
         if style is not None:

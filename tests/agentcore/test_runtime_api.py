@@ -139,3 +139,20 @@ async def test_models_table_is_validated_naming_the_entry(make_agent) -> None:
     with pytest.raises(InputValidationError) as info:
         await make_agent(models={"m1": {"context_window": "huge"}})
     assert info.value.field == "models.m1.context_window"
+
+
+async def test_host_input_run_neither_reads_nor_writes_the_transcript(make_agent, fake_server, tmp_path) -> None:
+    """I2: a gateway-driven run (host_input) uses the gateway's history in memory only."""
+    fake_server.enqueue([Text("stored turn")], [Text("gateway answer")])
+    agent = await make_agent(database_path=str(tmp_path / "h.sqlite"))
+    await collect(agent, "local question")
+    before = agent.read_transcript()
+    history = [{"role": "user", "content": [{"type": "text", "text": "gateway history line"}]}]
+    end = final(await collect(agent, AgentInput(prompt="gateway question", host_input={"messages": history})))
+    assert end.status == "completed" and end.text == "gateway answer"
+    sent = str(fake_server.requests[1].json)
+    assert "gateway history line" in sent and "local question" not in sent
+    assert agent.read_transcript() == before
+    with pytest.raises(InputValidationError) as info:
+        await collect(agent, AgentInput(prompt="x", host_input="not a list"))
+    assert info.value.field == "host_input"
