@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agentcore.engine.compaction import CompactionSettings
 from agentcore.engine.log import ConversationLog
@@ -124,9 +124,26 @@ class EngineBase:
         if usage:
             yield usage
 
-    def _terminal(self, op: dict[str, Any], commit: Commit, event: RunEndEvent) -> RunEndEvent:
+    def _terminal(
+        self,
+        commit: Commit,
+        status: Literal["completed", "failed", "aborted"],
+        text: str,
+        *,
+        error_code: str | None = None,
+        error: str | None = None,
+    ) -> RunEndEvent:
+        """The one terminal transaction of an operation: receipt with the outcome, no registers left."""
+        event = RunEndEvent(
+            status=status,
+            request_id=self.request_id,
+            text=text,
+            error_code=error_code,
+            error=error,
+            usage=run_usage_totals(self.log, self.request_id, extra=commit.usage),
+        )
         receipt = self.log.receipts.get(self.request_id)
-        payload = dict(receipt.payload if receipt else {}, status=event.status, final=event.model_dump(), pending=None)
+        payload = dict(receipt.payload if receipt else {}, status=status, final=event.model_dump(), pending=None)
         commit.receipts.append(self.log.receipt(self.request_id, payload))
         commit.registers.append(self.log.set_op(None))
         self.log.commit(commit)
@@ -145,40 +162,19 @@ class EngineBase:
             commit.entries.append(self.log.message_entry(message, self.request_id, call_key=key))
 
     def finish_completed(self, op: dict[str, Any], commit: Commit, text: str) -> RunEndEvent:
-        final_text = text or self._last_assistant_text()
-        event = RunEndEvent(
-            status="completed",
-            request_id=self.request_id,
-            text=final_text,
-            usage=run_usage_totals(self.log, self.request_id, extra=commit.usage),
-        )
-        return self._terminal(op, commit, event)
+        return self._terminal(commit, "completed", text or self._last_assistant_text())
 
     def finish_failed(self, op: dict[str, Any], code: str, reason: str, *, commit: Commit | None = None) -> RunEndEvent:
         commit = commit or Commit()
         self._settle_open_calls(op, commit, f"Not run: the run failed ({reason}).")
-        event = RunEndEvent(
-            status="failed",
-            request_id=self.request_id,
-            text=self._last_assistant_text(),
-            error_code=code,
-            error=reason,
-            usage=run_usage_totals(self.log, self.request_id, extra=commit.usage),
-        )
-        return self._terminal(op, commit, event)
+        return self._terminal(commit, "failed", self._last_assistant_text(), error_code=code, error=reason)
 
     def finish_aborted(self, op: dict[str, Any], reason: str, *, commit: Commit | None = None) -> RunEndEvent:
         commit = commit or Commit()
         self._settle_open_calls(op, commit, "Not run: the run was cancelled.")
-        event = RunEndEvent(
-            status="aborted",
-            request_id=self.request_id,
-            text=self._last_assistant_text(),
-            error_code=EXECUTION_ABORTED,
-            error=reason,
-            usage=run_usage_totals(self.log, self.request_id, extra=commit.usage),
+        return self._terminal(
+            commit, "aborted", self._last_assistant_text(), error_code=EXECUTION_ABORTED, error=reason
         )
-        return self._terminal(op, commit, event)
 
     def _last_assistant_text(self) -> str:
         for index in range(len(self.log.messages) - 1, -1, -1):

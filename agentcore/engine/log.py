@@ -60,6 +60,7 @@ class ConversationLog:
     results: set[str] = field(default_factory=set)  # "op/step/call_id" settled
     compaction_generation: int = 0
     faulted: StoreError | None = None
+    _built: dict[str, Message] = field(default_factory=dict)  # messages of entries not yet committed
 
     @classmethod
     def load(cls, storage: AgentStorage, state: StoreState, conversation_id: str) -> ConversationLog:
@@ -91,7 +92,9 @@ class ConversationLog:
     def message_entry(self, message: Message, op: str | None, **extra: Any) -> Entry:
         payload: dict[str, Any] = {"message": message_to_dict(message), "op": op}
         payload.update(extra)
-        return self.entry("message", payload)
+        entry = self.entry("message", payload)
+        self._built[entry.id] = message  # the projection reuses it instead of re-parsing the dict
+        return entry
 
     def set_op(self, value: dict[str, Any] | None) -> RegisterWrite:
         """A CAS write of the operation register against the seq we last saw."""
@@ -141,7 +144,8 @@ class ConversationLog:
         payload = entry.payload
         kind = entry.kind
         if kind == "message":
-            self.messages.append(message_from_dict(payload["message"]))
+            built = self._built.pop(entry.id, None)
+            self.messages.append(built if built is not None else message_from_dict(payload["message"]))
             self.message_entry_ids.append(entry.id)
             self.message_ops.append(payload.get("op"))
             self.message_synthetic.append(bool(payload.get("synthetic")))
