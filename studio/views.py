@@ -90,6 +90,15 @@ def _command_response(request: HttpRequest, session: StudioSession, error: str =
     return HttpResponseRedirect(reverse("studio:session_detail", args=[session.pk]))
 
 
+async def _host_command(request: HttpRequest, session: StudioSession, operation: str, **arguments: Any) -> HttpResponse:
+    """Send one command to the session host; its refusal becomes the form error shown inline."""
+    try:
+        await get_host_client().call(operation, str(session.pk), **arguments)
+    except HostError as exc:
+        return _command_response(request, session, exc.message)
+    return _command_response(request, session)
+
+
 @require_POST
 async def session_prompt(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = await _owned_session(request, session_id)
@@ -99,23 +108,15 @@ async def session_prompt(request: HttpRequest, session_id: Any) -> HttpResponse:
     agent = form.cleaned_data["agent"] or session.mode
     effort = form.cleaned_data["effort"] or session.effort
     await sync_to_async(services.session_preferences_update)(session, mode=agent, effort=effort)
-    try:
-        await get_host_client().call(
-            "prompt", str(session.pk), prompt=form.cleaned_data["prompt"], agent=agent, effort=effort
-        )
-    except HostError as exc:
-        return _command_response(request, session, exc.message)
-    return _command_response(request, session)
+    return await _host_command(
+        request, session, "prompt", prompt=form.cleaned_data["prompt"], agent=agent, effort=effort
+    )
 
 
 @require_POST
 async def session_stop(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = await _owned_session(request, session_id)
-    try:
-        await get_host_client().call("stop", str(session.pk))
-    except HostError as exc:
-        return _command_response(request, session, exc.message)
-    return _command_response(request, session)
+    return await _host_command(request, session, "stop")
 
 
 @require_POST
@@ -124,16 +125,10 @@ async def session_plan(request: HttpRequest, session_id: Any) -> HttpResponse:
     form = PlanDecisionForm(request.POST)
     if not form.is_valid():
         return _command_response(request, session, "Choose Approve or Reject.")
-    try:
-        await get_host_client().call(
-            "resume_plan",
-            str(session.pk),
-            approved=form.cleaned_data["decision"] == "approve",
-            notes=form.cleaned_data["notes"].strip(),
-        )
-    except HostError as exc:
-        return _command_response(request, session, exc.message)
-    return _command_response(request, session)
+    approved = form.cleaned_data["decision"] == "approve"
+    return await _host_command(
+        request, session, "resume_plan", approved=approved, notes=form.cleaned_data["notes"].strip()
+    )
 
 
 @require_POST
@@ -147,11 +142,7 @@ async def session_answer(request: HttpRequest, session_id: Any) -> HttpResponse:
         answers = parse_answers(request.POST, questions)
     except django_forms.ValidationError as exc:
         return _command_response(request, session, " ".join(exc.messages))
-    try:
-        await get_host_client().call("answer", str(session.pk), answers=answers)
-    except HostError as exc:
-        return _command_response(request, session, exc.message)
-    return _command_response(request, session)
+    return await _host_command(request, session, "answer", answers=answers)
 
 
 @login_not_required
