@@ -15,15 +15,11 @@ from pathlib import Path
 import pytest
 
 from agentcore.errors import ToolError
-from agentcore.messages import TextContent
 from agentcore.tools import PathGuard, ToolContext, ToolResult, builtin_tools, execute_call, prepare_call
 from agentcore.tools.guard import PermissionPolicy
+from tests.agentcore.tool_helpers import text
 
 SECRET = "TOP-SECRET-OUTSIDE"
-
-
-def text(result: ToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int, bytes]]:

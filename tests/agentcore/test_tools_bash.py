@@ -12,32 +12,15 @@ import os
 import time
 from pathlib import Path
 
-from agentcore.messages import TextContent
-from agentcore.tools import PathGuard, ToolContext, ToolResult, builtin_tools, execute_call, prepare_call
+from agentcore.tools import ToolContext, ToolResult
+from tests.agentcore.tool_helpers import call as call_tool
+from tests.agentcore.tool_helpers import make_ctx, text
 
 DEADLINE = 10.0
 
 
-def make_ctx(root: Path, **kwargs: object) -> ToolContext:
-    return ToolContext(
-        workdir=root,
-        guard=PathGuard(root),
-        abort=asyncio.Event(),
-        tool_call_id="call/1",
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
 async def call(ctx: ToolContext, name: str = "bash", **args: object) -> ToolResult:
-    tool = next(t for t in builtin_tools() if t.name == name)
-    prepared = prepare_call(tool, args)
-    if isinstance(prepared, ToolResult):
-        return prepared
-    return await execute_call(tool, prepared, ctx)
-
-
-def text(result: ToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, TextContent))
+    return await call_tool(ctx, name, **args)
 
 
 def is_gone(pid: int) -> bool:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from agentcore.errors import ToolError, UserInputRequired
-from agentcore.messages import TextContent
 from agentcore.tools import (
     AgentTool,
     PathGuard,
@@ -20,6 +19,7 @@ from agentcore.tools import (
     prepare_call,
     run_concurrently,
 )
+from tests.agentcore.tool_helpers import text
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -30,10 +30,6 @@ SCHEMA: dict[str, Any] = {
     "required": ["count"],
     "additionalProperties": False,
 }
-
-
-def text(result: ToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 def make_ctx(tmp_path: Path) -> ToolContext:

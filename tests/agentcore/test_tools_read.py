@@ -2,36 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 from pathlib import Path
 
 import pytest
 
-from agentcore.messages import ImageContent, TextContent
-from agentcore.tools import PathGuard, ToolContext, ToolResult, builtin_tools, execute_call, prepare_call
+from agentcore.messages import ImageContent
+from agentcore.tools import ToolContext, ToolResult
+from tests.agentcore.tool_helpers import call as call_tool
+from tests.agentcore.tool_helpers import make_ctx, text
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
 
 
-def make_ctx(root: Path, *, accepts_images: bool = True) -> ToolContext:
-    return ToolContext(
-        workdir=root, guard=PathGuard(root), abort=asyncio.Event(), tool_call_id="t1", accepts_images=accepts_images
-    )
-
-
 async def call(ctx: ToolContext, **args: object) -> ToolResult:
-    tool = next(t for t in builtin_tools() if t.name == "read")
-    prepared = prepare_call(tool, args)
-    if isinstance(prepared, ToolResult):
-        return prepared
-    return await execute_call(tool, prepared, ctx)
-
-
-def text(result: ToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, TextContent))
+    return await call_tool(ctx, "read", **args)
 
 
 async def test_line_numbered_text_offset_and_limit(tmp_path: Path) -> None:
