@@ -383,7 +383,27 @@ class AgentRuntime:
             "attempt": 0,
             "budgets": {"connection": 0, "length": 0},
             "settings": settings,
+            "pinned": self._pin(settings),
         }
+
+    def _pin(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """The model identity a request runs on, fixed when the request starts (DURABILITY 13).
+
+        A resumed request continues on this model with this output limit even when the runtime
+        was reopened with other options. The demo's base URL is per process, so it is not pinned;
+        credentials never are.
+        """
+        model = self._model(settings)
+        pinned: dict[str, Any] = {
+            "provider": model.provider,
+            "model": model.model_id,
+            "api_kind": model.api_kind,
+            "max_tokens": settings.get("max_tokens") or self._options.max_tokens or model.max_tokens,
+            "context_window": settings.get("context_window") or model.context_window,
+        }
+        if model.provider != "demo":
+            pinned["base_url"] = model.base_url
+        return pinned
 
     def _start(
         self,
@@ -443,8 +463,10 @@ class AgentRuntime:
         register = self.log.registers.get(f"style:{self.log.conversation_id}")
         return True if register is None else bool(register.value.get("adhd", True))
 
-    def _model(self, settings: dict[str, Any]) -> ResolvedModel:
+    def _model(self, settings: dict[str, Any], pinned: dict[str, Any] | None = None) -> ResolvedModel:
         opts = self._options
+        if pinned is not None and pinned.get("provider") != "demo":
+            return self._pinned_model(settings, pinned)
         if self._resolved_model is not None and not any(k in settings for k in ("provider", "model", "base_url")):
             return self._resolved_model
         provider = settings.get("provider", opts.provider)
@@ -484,10 +506,44 @@ class AgentRuntime:
             max_tokens=settings.get("max_tokens", opts.max_tokens),
         )
 
+    def _pinned_model(self, settings: dict[str, Any], pinned: dict[str, Any]) -> ResolvedModel:
+        """Resolve a request's pinned model; attributes and the key come from today's options only
+        when they describe that same provider and model."""
+        opts = self._options
+        known = self._resolved_model
+        if known is not None and (known.provider, known.model_id, known.api_kind) == (
+            pinned["provider"],
+            pinned["model"],
+            pinned["api_kind"],
+        ):
+            return known
+        same_provider = opts.provider in (None, pinned["provider"])
+        run_attrs = (
+            ModelAttributes.model_validate(settings["model_attributes"]) if "model_attributes" in settings else None
+        )
+        runtime_attrs = self._model_table.get(
+            pinned["model"], opts.model_attributes if opts.model in (None, pinned["model"]) else None
+        )
+        return resolve_model(
+            provider=pinned["provider"],
+            model=pinned["model"],
+            base_url=pinned.get("base_url"),
+            api_key=opts.api_key if same_provider else None,
+            api_kind=pinned["api_kind"],
+            runtime_attributes=runtime_attrs,
+            run_attributes=run_attrs,
+            context_window=pinned.get("context_window"),
+            max_tokens=pinned.get("max_tokens"),
+        )
+
     def _configure(self, op: dict[str, Any]) -> TurnConfig:
         """The turn configuration for ``op``, built once per (settings, mode, style) and reused:
         rebuilding tools, guards and prompts for every request would dominate a fast loop."""
-        key = (json.dumps(op.get("settings", {}), sort_keys=True), op.get("mode"), self._style_on())
+        key = (
+            json.dumps([op.get("settings", {}), op.get("pinned")], sort_keys=True),
+            op.get("mode"),
+            self._style_on(),
+        )
         cached = self._config_cache.get(key)
         if cached is None:
             cached = self._build_config(op)
@@ -500,7 +556,8 @@ class AgentRuntime:
     def _build_config(self, op: dict[str, Any]) -> TurnConfig:
         settings = op.get("settings", {})
         opts = self._options
-        model = self._model(settings)
+        pinned = op.get("pinned")
+        model = self._model(settings, pinned)
         mode = op.get("mode", opts.mode)
         web_search = _web_search(settings.get("web_search", opts.web_search), model)
         workdir = Path(settings.get("workdir") or opts.workdir or os.getcwd())
@@ -545,7 +602,7 @@ class AgentRuntime:
             system_prompt=system,
             tools=tools,
             effort=effort,
-            max_tokens=settings.get("max_tokens") or opts.max_tokens or model.max_tokens,
+            max_tokens=_max_tokens(pinned, settings, opts.max_tokens, model),
             web_search=web_search,
             mode=mode,
             tool_context=tool_context,
@@ -578,6 +635,14 @@ def _web_search(requested: bool | None, model: ResolvedModel) -> bool:
     if model.web_search is False:
         raise InputValidationError(f"model {model.model_id!r} declares web_search: false", field="web_search")
     return True
+
+
+def _max_tokens(
+    pinned: dict[str, Any] | None, settings: dict[str, Any], option: int | None, model: ResolvedModel
+) -> int:
+    """The output limit: the request's pinned one, else the run's, the runtime's or the model's."""
+    value = (pinned or {}).get("max_tokens") or settings.get("max_tokens") or option or model.max_tokens
+    return int(value)
 
 
 def _dump(value: Any) -> Any:

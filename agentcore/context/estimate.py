@@ -24,6 +24,7 @@ import base64
 import binascii
 import json
 import math
+import re
 import string
 import struct
 import time
@@ -96,6 +97,13 @@ _DIGITS_ONLY = _byte_table({b"d": b"d"})
 _PUNCT_ONLY = _byte_table({b"p": b"p"})
 _SPACES_ONLY = _byte_table({b"s": b"s"})
 _RUN_OF_10, _RUN_OF_14, _RUN_OF_18 = (b" " + b"a" * length for length in (10, 14, 18))
+_ALNUM_BLOB = re.compile(rb"[lUd]{24,}")  # no word is this long: hashes, base64, hex, repeats
+_PUNCT_BLOB = re.compile(rb"p{16,}")
+_ALNUM_ONLY = _byte_table({b"lUd": b"a"})
+_ALNUM_RUN = b"a" * 24
+_PUNCT_RUN = b"p" * 16
+_CHARS_PER_BLOB_TOKEN = 2.0  # random base64 ~1.5, hex ~1.75, one repeated letter ~8
+_CHARS_PER_PUNCT_BLOB_TOKEN = 4.0
 
 # Weights fitted (least squares on relative error) against o200k_base and cl100k_base over
 # prose, Python, Markdown and JSON, rounded with a slight bias to over-estimate (the safe
@@ -116,18 +124,8 @@ def _runs(classes: bytes, cls: bytes) -> int:
     return classes.count(b" " + cls) + (1 if classes[:1] == cls else 0)
 
 
-def estimate_text_tokens(text: str) -> int:
-    """Estimated tokens of ``text`` for a modern BPE tokenizer (C2).
-
-    Counts what a BPE pre-tokenizer splits on — letter runs (long ones cost extra), digit
-    groups, punctuation runs, indentation and newline runs — plus one token per CJK
-    character. Runs at C speed (byte translations and counts, no regex, no per-word Python
-    loop): tens of µs per KB, several times faster than tiktoken itself. Empty → 0; any
-    other text → at least 1.
-    """
-    if not text:
-        return 0
-    classes = text.encode("utf-8", "surrogatepass").translate(_CLASS_OF_BYTE, _CONTINUATION_BYTES)
+def _weighted_runs(classes: bytes) -> float:
+    """The run-based estimate of a class string (ASCII classes only)."""
     letters = classes.translate(_LETTERS_ONLY)
     # Letters past the 7th of each run = sum over k >= 8 of (runs at least k long), sampled at
     # k = 10, 14, 18 for the bands 8–11, 12–15, 16–19 (midpoint rule, four letters each).
@@ -135,7 +133,7 @@ def estimate_text_tokens(text: str) -> int:
     digits = classes.translate(_DIGITS_ONLY)
     digit_runs = _runs(digits, b"d")
     digit_groups = digit_runs + (classes.count(b"d") - digit_runs) / 3
-    total = (
+    return (
         _W_WORD * _runs(letters, b"a")
         + _W_LONG_WORD_LETTER * long_letters
         + _W_DIGIT_GROUP * digit_groups
@@ -143,6 +141,43 @@ def estimate_text_tokens(text: str) -> int:
         + _W_SPACE_RUN * _runs(classes.translate(_SPACES_ONLY), b"ss")
         + _W_NEWLINE_RUN * (classes.count(b"n") - classes.count(b"nn"))
     )
+
+
+def _blob_correction(classes: bytes) -> float:
+    """Extra tokens for long runs that are not words (C2).
+
+    BPE vocabularies cover words, not hashes, base64, hex or a character repeated thousands of
+    times: such runs cost far more tokens than the word rule says (random base64 is about 1.5
+    characters per token). Tool-call arguments carry exactly this kind of text, and an
+    estimate that misses it lets an oversized call through the window check.
+    """
+    extra = 0.0
+    blobs = []
+    if _ALNUM_RUN in classes.translate(_ALNUM_ONLY):  # a memmem pre-check keeps the common case cheap
+        blobs = [blob for blob in _ALNUM_BLOB.findall(classes) if blob.strip(b"d")]  # digits: grouped by 3
+    if blobs:
+        joined = b" ".join(blobs)
+        extra += max(0.0, (len(joined) - len(blobs) + 1) / _CHARS_PER_BLOB_TOKEN - _weighted_runs(joined))
+    punct = _PUNCT_BLOB.findall(classes) if _PUNCT_RUN in classes else []
+    if punct:
+        extra += max(0.0, sum(map(len, punct)) / _CHARS_PER_PUNCT_BLOB_TOKEN - _W_PUNCT_RUN * len(punct))
+    return extra
+
+
+def estimate_text_tokens(text: str) -> int:
+    """Estimated tokens of ``text`` for a modern BPE tokenizer (C2).
+
+    Counts what a BPE pre-tokenizer splits on — letter runs (long ones cost extra), digit
+    groups, punctuation runs, indentation and newline runs — plus one token per CJK
+    character, and long non-word runs (hashes, base64, repeated characters) by their length.
+    Runs at C speed (byte translations, counts and one regex scan, no per-word Python loop):
+    tens of µs per KB, several times faster than tiktoken itself. Empty → 0; any other text →
+    at least 1.
+    """
+    if not text:
+        return 0
+    classes = text.encode("utf-8", "surrogatepass").translate(_CLASS_OF_BYTE, _CONTINUATION_BYTES)
+    total = _weighted_runs(classes) + _blob_correction(classes)
     if not text.isascii():
         total += _W_CJK * classes.count(b"c") + _W_OTHER_LETTER * classes.count(b"o") + _W_SYMBOL * classes.count(b"y")
     return max(1, round(total))
@@ -467,7 +502,12 @@ class ContextTracker:
             return False
         if message_index < self._compacted_prefix:
             return False
-        self._anchor = _Anchor(usage.context_tokens, message_index + 1, message)
+        tokens = usage.context_tokens
+        if message is not None:
+            # The answer stays in the window as what it contains, whatever the bill says: a
+            # provider (or proxy) that under-reports output must not hide a huge tool call.
+            tokens += max(0, self.message_tokens(message) - usage.output_tokens)
+        self._anchor = _Anchor(tokens, message_index + 1, message)
         return True
 
     def recalibrate(self, messages: Sequence[Message], *, first_eligible_index: int = 0) -> bool:

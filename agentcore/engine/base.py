@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentcore.engine.compaction import CompactionSettings
-from agentcore.engine.log import ConversationLog
+from agentcore.engine.log import ConversationLog, cancel_key
 from agentcore.engine.retry import (
     Sleep,
 )
@@ -28,7 +28,7 @@ from agentcore.events import (
     RunEndEvent,
     UsageEvent,
 )
-from agentcore.harness.storage import Commit
+from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.host import AgentHost, call_hook
 from agentcore.messages import (
     AssistantMessage,
@@ -146,6 +146,9 @@ class EngineBase:
         payload = dict(receipt.payload if receipt else {}, status=status, final=event.model_dump(), pending=None)
         commit.receipts.append(self.log.receipt(self.request_id, payload))
         commit.registers.append(self.log.set_op(None))
+        marker = cancel_key(self.log.conversation_id)
+        if marker in self.log.registers:  # DURABILITY 16: no operation register outlives the end
+            commit.registers.append(RegisterWrite(marker, None))
         self.log.commit(commit)
         self.final = event
         return event
@@ -160,6 +163,26 @@ class EngineBase:
                 continue
             message = ToolResultMessage(call["id"], call["name"], [TextContent(reason)], is_error=True)
             commit.entries.append(self.log.message_entry(message, self.request_id, call_key=key))
+
+    def mark_cancelled(self, reason: str) -> None:
+        """Make a cancel durable before anything else happens (DURABILITY 12).
+
+        Committed as soon as the abort signal is seen, so a crash between Stop and the terminal
+        transaction (a tool still winding down, a stream being torn down) can never resume the
+        request: a reopen finds the marker and ends it ``aborted`` without another effect.
+        """
+        op = self.log.op
+        if op is None or op["request_id"] != self.request_id or self.log.faulted is not None:
+            return
+        if self.log.cancel_marker is not None or self.final is not None:
+            return
+        marker = {"request_id": self.request_id, "reason": reason}
+        self.log.commit(Commit(registers=[RegisterWrite(cancel_key(self.log.conversation_id), marker)]))
+
+    async def watch_cancel(self) -> None:
+        """Commit the cancel marker the moment the abort signal is set (runs beside ``drive``)."""
+        await self.abort.wait()
+        self.mark_cancelled("the run was cancelled")
 
     def finish_completed(self, op: dict[str, Any], commit: Commit, text: str) -> RunEndEvent:
         return self._terminal(commit, "completed", text or self._last_assistant_text())
@@ -184,6 +207,10 @@ class EngineBase:
             if isinstance(message, AssistantMessage) and message.text:
                 return message.text
         return ""
+
+    @staticmethod
+    def _window(cfg: TurnConfig) -> int:
+        return cfg.context_window or cfg.model.context_window
 
     def _context_usage(self, *, streaming_chars: int = 0, throttle: bool = False) -> ContextUsageEvent | None:
         if self.context_meter is None:

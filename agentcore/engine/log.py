@@ -33,6 +33,11 @@ def op_key(conversation_id: str) -> str:
     return f"op:{conversation_id}"
 
 
+def cancel_key(conversation_id: str) -> str:
+    """The durable cancel marker of a conversation's open operation (DURABILITY 12)."""
+    return f"cancel:{conversation_id}"
+
+
 @dataclass(slots=True)
 class Fragment:
     step: int
@@ -79,6 +84,15 @@ class ConversationLog:
     def op(self) -> dict[str, Any] | None:
         register = self.registers.get(op_key(self.conversation_id))
         return dict(register.value) if register else None
+
+    @property
+    def cancel_marker(self) -> dict[str, Any] | None:
+        """The committed cancel request of the open operation, if any."""
+        register = self.registers.get(cancel_key(self.conversation_id))
+        op = self.op
+        if register is None or op is None or register.value.get("request_id") != op["request_id"]:
+            return None
+        return dict(register.value)
 
     def op_seq(self) -> int:
         register = self.registers.get(op_key(self.conversation_id))

@@ -16,6 +16,7 @@ from typing import Any
 
 from agentcore.engine.base import TurnConfig, call_key
 from agentcore.engine.base import display_id as shown_id_of
+from agentcore.engine.call_limits import oversize_result
 from agentcore.engine.decisions import Decisions
 from agentcore.errors import UserInputRequired
 from agentcore.events import (
@@ -132,6 +133,10 @@ class ToolRound(Decisions):
                 continue
             if tool is None:
                 settled.append((call, ToolResult.text(f"Unknown tool {call['name']!r}.", is_error=True), display_id))
+                continue
+            if "oversize_tokens" in call:  # refused before it entered the transcript: no intent, no effect
+                refusal = oversize_result(call["oversize_tokens"], self._window(cfg))
+                settled.append((call, ToolResult.text(refusal, is_error=True), display_id))
                 continue
             if RAW_ARGUMENTS_KEY in call["arguments"]:
                 invalid = "The tool call arguments were not valid JSON; resend the call with a valid JSON object."
@@ -264,7 +269,13 @@ class ToolRound(Decisions):
         entries = []
         for call in calls:
             tool = cfg.find_tool(call["name"])
-            if tool is None or tool.replay != "safe" or tool.name == ASK_USER or RAW_ARGUMENTS_KEY in call["arguments"]:
+            if (
+                tool is None
+                or tool.replay != "safe"
+                or tool.name == ASK_USER
+                or RAW_ARGUMENTS_KEY in call["arguments"]
+                or "oversize_tokens" in call
+            ):
                 continue
             if not tool.builtin and (self.host.approve_tool_call is not None or tool.name in cfg.tool_definitions):
                 continue

@@ -9,11 +9,13 @@ is yielded. Recovery is therefore just "read the register and continue".
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 from agentcore.context.compaction import plan_compaction, should_compact, summary_message
 from agentcore.engine.base import EngineBase, TurnConfig, call_key
+from agentcore.engine.call_limits import refuse_oversized_calls
 from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
 from agentcore.engine.fragments import FragmentBuffer, assemble_partial
 from agentcore.engine.pump import with_ticks
@@ -167,6 +169,19 @@ class TurnEngine(ToolRound, CompactionStep):
         usage = self._context_usage()
         if usage:
             yield usage
+        marker = self.log.cancel_marker
+        op = self.log.op
+        if marker is not None and op is not None and op["request_id"] == self.request_id:
+            yield self.finish_aborted(op, str(marker.get("reason") or "the run was cancelled"))
+            return
+        watcher = asyncio.ensure_future(self.watch_cancel())
+        try:
+            async for event in self._drive(recovering):
+                yield event
+        finally:
+            watcher.cancel()
+
+    async def _drive(self, recovering: bool) -> AsyncIterator[AgentEvent]:
         if recovering:
             async for event in self._recover():
                 yield event
@@ -318,6 +333,9 @@ class TurnEngine(ToolRound, CompactionStep):
             commit.registers.append(self._next_model_op(op, budgets, reset=reset))
 
         if failure is None:
+            oversized: dict[str, int] = {}
+            if message.tool_calls:
+                message, oversized = refuse_oversized_calls(message, self._window(cfg))
             calls = message.tool_calls
             entry = self.log.message_entry(message, self.request_id, settles_fragments=True)
             commit.entries.append(entry)
@@ -326,6 +344,9 @@ class TurnEngine(ToolRound, CompactionStep):
                 tool_calls = [
                     {"id": c.id, "name": c.name, "arguments": c.arguments, "index": i} for i, c in enumerate(calls)
                 ]
+                for call in tool_calls:
+                    if call["id"] in oversized:
+                        call["oversize_tokens"] = oversized[call["id"]]
                 value = dict(op, phase="tools", budgets=_budgets_dict(budgets), tool_calls=tool_calls)
                 value.update(assistant_entry=entry.id, pause_turns=0)
                 commit.registers.append(self.log.set_op(value))

@@ -38,6 +38,23 @@ def probe_tool(workdir: Path) -> AgentTool:
     )
 
 
+def stall_tool() -> AgentTool:
+    """A replay-safe tool that never finishes and ignores the abort signal: it keeps a
+    cancelled run from reaching its terminal transaction until the process dies."""
+
+    async def execute(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        await asyncio.Event().wait()
+        return ToolResult.text("unreachable")
+
+    return AgentTool(
+        name="stall",
+        description="Wait.",
+        parameters={"type": "object", "properties": {}},
+        execute=execute,
+        replay="safe",
+    )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--db", required=True)
@@ -49,17 +66,21 @@ async def main() -> None:
     parser.add_argument("--plan", action="store_true", help="plan mode; every plan pauses for review")
     parser.add_argument("--approve", help="resume: approve this approval id")
     parser.add_argument("--hold", action="store_true", help="after the run ends, wait to be killed")
+    parser.add_argument("--cancel-on-tool", help="set the abort signal when this tool starts")
+    parser.add_argument("--model", default="fake-model")
+    parser.add_argument("--max-tokens", type=int, default=None)
     args = parser.parse_args()
     workdir = Path(args.workdir)
     runtime = await create_agent(
         provider="fake",
-        model="fake-model",
+        model=args.model,
+        max_tokens=args.max_tokens,
         base_url=args.base_url,
         api_key="k",
         api_kind=args.api_kind,
         database_path=args.db,
         workdir=str(workdir),
-        extra_tools=[probe_tool(workdir)],
+        extra_tools=[probe_tool(workdir), stall_tool()],
         sleep=_no_sleep,
     )
     run_input: dict[str, Any] = {"prompt": args.prompt, "request_id": args.request_id}
@@ -67,11 +88,14 @@ async def main() -> None:
         run_input["agent"] = "plan"
     if args.approve:
         run_input = {"request_id": args.request_id, "plan_resume": {"approval_id": args.approve, "approved": True}}
-    host = AgentHost(approve_plan=_pause_for_review)
+    abort = asyncio.Event()
+    host = AgentHost(approve_plan=_pause_for_review, abort_signal=abort)
     try:
         async for event in runtime.run(run_input, host):
             sys.stdout.write(json.dumps(event.model_dump()) + "\n")
             sys.stdout.flush()
+            if event.type == "tool" and event.phase == "start" and event.name == args.cancel_on_tool:
+                abort.set()
         if args.hold:
             await asyncio.Event().wait()  # the parent kills us here
     finally:
