@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentcore.engine.log import ConversationLog
+from agentcore.harness.projection import ConversationLog
 from agentcore.engine.turn import TurnConfig, TurnEngine
 from agentcore.errors import InputValidationError
 from agentcore.harness.sqlite_store import SqliteStorageFactory

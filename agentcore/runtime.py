@@ -21,7 +21,7 @@ from typing import Any
 from agentcore.context.estimate import ContextTracker
 from agentcore.demo import DemoServer, demo_model_options
 from agentcore.engine.compaction import CompactionSettings, is_manual_command
-from agentcore.engine.log import ConversationLog, new_id
+from agentcore.harness.projection import ConversationLog, new_id
 from agentcore.engine.retry import Sleep
 from agentcore.engine.turn import TurnConfig, TurnEngine
 from agentcore.errors import (

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentcore.engine.compaction import CompactionSettings
-from agentcore.engine.log import ConversationLog, cancel_key
+from agentcore.harness.projection import ConversationLog, cancel_key
 from agentcore.engine.retry import (
     Sleep,
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcore.engine.log import ConversationLog
+from agentcore.harness.projection import ConversationLog
 from agentcore.harness.storage import UsageRow
 from agentcore.messages import AssistantMessage
 

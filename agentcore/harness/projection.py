@@ -1,0 +1,350 @@
+"""The runtime's in-memory projection of a store: one ``StoreView`` and a ``ConversationLog``
+per conversation (SPEC D1, S2; ARCHITECTURE "the store is the truth").
+
+Every change goes through ``StoreView.commit()``: the store applies it first (atomically,
+fenced), then the projection is updated from the same records — so memory is never ahead of
+the store. A failed commit faults the view: the runtime must be reopened.
+
+The view holds what a store shares across conversations (registers, receipts, the usage
+ledger, task rows); each ``ConversationLog`` holds one conversation's model context and the
+bookkeeping of its open operation. Conversations form a tree: a fork's first entry has the
+entry it was forked from (in another conversation) as its parent, and its log starts from
+that conversation's state at that entry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentcore.errors import STORE_INVALID, StoreError
+from agentcore.harness.storage import (
+    AgentStorage,
+    Commit,
+    Entry,
+    Receipt,
+    Register,
+    RegisterWrite,
+    StoreState,
+    TaskRow,
+    UsageRow,
+)
+from agentcore.messages import Message, UserMessage, message_from_dict, message_to_dict
+
+CommitListener = Callable[[Commit, int], None]
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def op_key(conversation_id: str) -> str:
+    return f"op:{conversation_id}"
+
+
+def cancel_key(conversation_id: str) -> str:
+    """The durable cancel marker of a conversation's open operation (DURABILITY 12)."""
+    return f"cancel:{conversation_id}"
+
+
+def conversation_key(conversation_id: str) -> str:
+    """Metadata of a conversation the session protocol created (target id, kind, fork base)."""
+    return f"conv:{conversation_id}"
+
+
+@dataclass(slots=True)
+class Fragment:
+    step: int
+    attempt: int
+    index: int
+    kind: str  # "text" | "thinking"
+    text: str
+
+
+class StoreView:
+    """What one open store holds, shared by all its conversations."""
+
+    def __init__(self, storage: AgentStorage, state: StoreState) -> None:
+        self.storage = storage
+        self.owner_id = state.owner_id
+        self.fence = state.fence
+        self.last_seq = state.last_seq
+        self.registers: dict[str, Register] = dict(state.registers)
+        self.receipts: dict[str, Receipt] = dict(state.receipts)
+        self.usage: dict[str, UsageRow] = {row.record_id: row for row in state.usage}
+        self.tasks: dict[str, TaskRow] = dict(state.tasks)
+        self.logs: dict[str, ConversationLog] = {}
+        self.faulted: StoreError | None = None
+        self._listeners: list[CommitListener] = []
+        self._entries: dict[str, list[Entry]] | None = _by_conversation(state.entries)
+
+    @classmethod
+    def open(cls, storage: AgentStorage, state: StoreState, conversations: Iterable[str] = ()) -> StoreView:
+        """A view with a log for each of ``conversations`` plus every conversation the session
+        protocol registered; the loaded entries are dropped afterwards."""
+        view = cls(storage, state)
+        wanted = {*conversations, *(key[len("conv:") :] for key in view.registers if key.startswith("conv:"))}
+        for conversation_id in sorted(wanted):
+            view.log(conversation_id)
+        view._entries = None
+        return view
+
+    # --- reading ----------------------------------------------------------------------
+
+    def log(self, conversation_id: str) -> ConversationLog:
+        """The conversation's log, built on first use (forks replay their base first)."""
+        log = self.logs.get(conversation_id)
+        if log is None:
+            log = self._build(conversation_id)
+            self.logs[conversation_id] = log
+        return log
+
+    def new_log(self, conversation_id: str) -> ConversationLog:
+        """The log of a conversation about to be created here (no entries yet, no fork base)."""
+        if conversation_id in self.logs:
+            raise StoreError(STORE_INVALID, f"conversation {conversation_id!r} already exists")
+        log = self.logs[conversation_id] = ConversationLog(self, conversation_id)
+        return log
+
+    def register(self, key: str) -> dict[str, Any] | None:
+        register = self.registers.get(key)
+        return dict(register.value) if register is not None else None
+
+    def register_seq(self, key: str) -> int:
+        register = self.registers.get(key)
+        return register.seq if register is not None else 0
+
+    def on_commit(self, listener: CommitListener) -> None:
+        """Call ``listener(commit, seq)`` after every applied commit (aggregates, snapshots)."""
+        self._listeners.append(listener)
+
+    # --- writing ----------------------------------------------------------------------
+
+    def commit(self, commit: Commit) -> int:
+        if self.faulted is not None:
+            raise self.faulted
+        heads: dict[str, str | None] = {}
+        chained: list[Entry] = []
+        for entry in commit.entries:
+            conversation = entry.conversation_id
+            if conversation not in heads:
+                heads[conversation] = self.log(conversation).head
+            linked = Entry(entry.id, conversation, entry.parent_id or heads[conversation], entry.kind, entry.payload)
+            chained.append(linked)
+            heads[conversation] = linked.id
+        commit.entries = chained
+        try:
+            seq = self.storage.commit(commit)
+        except StoreError as exc:
+            self.faulted = exc
+            raise
+        except Exception as exc:  # a backend bug must not leave memory ahead of the store
+            self.faulted = StoreError(STORE_INVALID, f"commit failed: {exc}")
+            raise self.faulted from exc
+        self.last_seq = seq
+        for entry in chained:
+            self.log(entry.conversation_id).apply_entry(entry)
+        for write in commit.registers:
+            if write.value is None:
+                self.registers.pop(write.key, None)
+            else:
+                self.registers[write.key] = Register(write.key, write.value, seq)
+        for row in commit.usage:
+            self.usage.setdefault(row.record_id, UsageRow(row.record_id, row.conversation_id, row.payload, seq))
+        for receipt in commit.receipts:
+            self.receipts[receipt.request_id] = Receipt(
+                receipt.request_id, receipt.conversation_id, receipt.payload, seq
+            )
+        for task in commit.tasks:
+            self.tasks[task.task_id] = TaskRow(task.task_id, task.conversation_id, task.payload, seq)
+        for listener in self._listeners:
+            listener(commit, seq)
+        return seq
+
+    # --- building logs ----------------------------------------------------------------
+
+    def _build(self, conversation_id: str) -> ConversationLog:
+        entries = self._entries if self._entries is not None else _by_conversation(self.storage.load().entries)
+        log = ConversationLog(self, conversation_id)
+        for entry in self._prefix(conversation_id, entries):
+            log.apply_entry(entry)
+        for entry in entries.get(conversation_id, []):
+            log.apply_entry(entry)
+        return log
+
+    def _prefix(self, conversation_id: str, entries: dict[str, list[Entry]]) -> list[Entry]:
+        """The entries a fork inherits: its base conversation's chain up to the fork entry."""
+        meta = self.register(conversation_key(conversation_id)) or {}
+        base = meta.get("base")
+        if not base:
+            return []
+        source, until = str(base["conversation"]), str(base["entry"])
+        chain = [*self._prefix(source, entries), *entries.get(source, [])]
+        for index, entry in enumerate(chain):  # the fork entry may itself be inherited (a fork of a fork)
+            if entry.id == until:
+                return chain[: index + 1]
+        raise StoreError(STORE_INVALID, f"conversation {conversation_id!r} forks from a missing entry {until!r}")
+
+
+def _by_conversation(entries: list[Entry]) -> dict[str, list[Entry]]:
+    grouped: dict[str, list[Entry]] = {}
+    for entry in entries:
+        grouped.setdefault(entry.conversation_id, []).append(entry)
+    return grouped
+
+
+@dataclass(slots=True)
+class ConversationLog:
+    """One conversation: its model-visible messages and its open operation's bookkeeping."""
+
+    view: StoreView
+    conversation_id: str
+    messages: list[Message] = field(default_factory=list)
+    message_entry_ids: list[str] = field(default_factory=list)
+    message_ops: list[str | None] = field(default_factory=list)
+    message_synthetic: list[bool] = field(default_factory=list)  # runtime-written prompts, not the user's
+    head: str | None = None
+    fragments: dict[str, list[Fragment]] = field(default_factory=dict)  # by op request id
+    intents: dict[str, dict[str, Any]] = field(default_factory=dict)  # by "op/step/call_id"
+    results: set[str] = field(default_factory=set)  # "op/step/call_id" settled
+    compaction_generation: int = 0
+    plan: dict[str, Any] = field(default_factory=lambda: {"version": 0, "items": []})  # as of the head
+    _built: dict[str, Message] = field(default_factory=dict)  # messages of entries not yet committed
+
+    @classmethod
+    def load(cls, storage: AgentStorage, state: StoreState, conversation_id: str) -> ConversationLog:
+        """A log over a fresh view of ``state`` (one-off users: offline cancel, hosted runs)."""
+        return StoreView.open(storage, state, [conversation_id]).log(conversation_id)
+
+    # --- shared store state (through the view) ------------------------------------------
+
+    @property
+    def storage(self) -> AgentStorage:
+        return self.view.storage
+
+    @property
+    def owner_id(self) -> str:
+        return self.view.owner_id
+
+    @property
+    def registers(self) -> dict[str, Register]:
+        return self.view.registers
+
+    @property
+    def receipts(self) -> dict[str, Receipt]:
+        return self.view.receipts
+
+    @property
+    def usage(self) -> dict[str, UsageRow]:
+        return self.view.usage
+
+    @property
+    def faulted(self) -> StoreError | None:
+        return self.view.faulted
+
+    # --- reading ---------------------------------------------------------------------
+
+    @property
+    def op(self) -> dict[str, Any] | None:
+        return self.view.register(op_key(self.conversation_id))
+
+    def op_seq(self) -> int:
+        return self.view.register_seq(op_key(self.conversation_id))
+
+    @property
+    def cancel_marker(self) -> dict[str, Any] | None:
+        """The committed cancel request of the open operation, if any."""
+        marker = self.view.register(cancel_key(self.conversation_id))
+        op = self.op
+        if marker is None or op is None or marker.get("request_id") != op["request_id"]:
+            return None
+        return marker
+
+    def last_user_index(self) -> int:
+        for index in range(len(self.messages) - 1, -1, -1):
+            if isinstance(self.messages[index], UserMessage):
+                return index
+        return -1
+
+    # --- writing ---------------------------------------------------------------------
+
+    def entry(self, kind: str, payload: dict[str, Any], parent: str | None = None) -> Entry:
+        return Entry(new_id(), self.conversation_id, parent, kind, payload)
+
+    def message_entry(self, message: Message, op: str | None, **extra: Any) -> Entry:
+        payload: dict[str, Any] = {"message": message_to_dict(message), "op": op}
+        payload.update(extra)
+        entry = self.entry("message", payload)
+        self._built[entry.id] = message  # the projection reuses it instead of re-parsing the dict
+        return entry
+
+    def set_op(self, value: dict[str, Any] | None) -> RegisterWrite:
+        """A CAS write of the operation register against the seq we last saw."""
+        return RegisterWrite(op_key(self.conversation_id), value, expected_seq=self.op_seq())
+
+    def receipt(self, request_id: str, payload: dict[str, Any]) -> Receipt:
+        return Receipt(request_id, self.conversation_id, payload)
+
+    def usage_row(self, record_id: str, payload: dict[str, Any]) -> UsageRow:
+        return UsageRow(record_id, self.conversation_id, payload)
+
+    def commit(self, commit: Commit) -> int:
+        return self.view.commit(commit)
+
+    # --- projection ------------------------------------------------------------------
+
+    def apply_entry(self, entry: Entry) -> None:
+        self.head = entry.id
+        payload = entry.payload
+        kind = entry.kind
+        if kind == "message":
+            built = self._built.pop(entry.id, None)
+            self.messages.append(built if built is not None else message_from_dict(payload["message"]))
+            self.message_entry_ids.append(entry.id)
+            self.message_ops.append(payload.get("op"))
+            self.message_synthetic.append(bool(payload.get("synthetic")))
+            call_key = payload.get("call_key")
+            if call_key:
+                self.results.add(call_key)
+            op = payload.get("op")
+            if op and payload.get("settles_fragments"):
+                self.fragments.pop(op, None)
+        elif kind == "fragment":
+            self.fragments.setdefault(payload["op"], []).append(
+                Fragment(payload["step"], payload["attempt"], payload["index"], payload["kind"], payload["text"])
+            )
+        elif kind == "tool_intent":
+            self.intents[payload["call_key"]] = payload
+        elif kind == "compaction":
+            keep_from = payload.get("keep_from_entry")
+            start = (
+                self.message_entry_ids.index(keep_from) if keep_from in self.message_entry_ids else len(self.messages)
+            )
+            summary = message_from_dict(payload["summary_message"])
+            self.messages = [summary, *self.messages[start:]]
+            self.message_entry_ids = [entry.id, *self.message_entry_ids[start:]]
+            self.message_ops = [None, *self.message_ops[start:]]
+            self.message_synthetic = [True, *self.message_synthetic[start:]]
+            self.compaction_generation += 1
+        elif kind == "reset":
+            self.messages = []
+            self.message_entry_ids = []
+            self.message_ops = []
+            self.message_synthetic = []
+            self.compaction_generation += 1
+            handoff = payload.get("handoff")
+            if handoff:
+                self.messages.append(message_from_dict(handoff))
+                self.message_entry_ids.append(entry.id)
+                self.message_ops.append(None)
+                self.message_synthetic.append(True)
+        elif kind == "transcript":
+            for raw in payload["messages"]:
+                self.messages.append(message_from_dict(raw))
+                self.message_entry_ids.append(entry.id)
+                self.message_ops.append(None)
+                self.message_synthetic.append(False)
+        elif kind == "plan":
+            self.plan = {"version": payload["version"], "items": payload["items"]}
