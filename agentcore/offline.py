@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentcore.harness.projection import ConversationLog
 from agentcore.engine.turn import TurnConfig, TurnEngine
 from agentcore.errors import InputValidationError
+from agentcore.harness.projection import ConversationLog
 from agentcore.harness.sqlite_store import SqliteStorageFactory
 from agentcore.harness.storage import Commit, TaskRow
 

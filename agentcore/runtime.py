@@ -18,10 +18,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from agentcore.config import ConfigResolver
 from agentcore.context.estimate import ContextTracker
-from agentcore.demo import DemoServer, demo_model_options
 from agentcore.engine.compaction import CompactionSettings, is_manual_command
-from agentcore.harness.projection import ConversationLog, new_id
 from agentcore.engine.retry import Sleep
 from agentcore.engine.turn import TurnConfig, TurnEngine
 from agentcore.errors import (
@@ -35,21 +34,16 @@ from agentcore.errors import (
 )
 from agentcore.events import AgentEvent, RunEndEvent
 from agentcore.harness.memory_store import MemoryStorageFactory
+from agentcore.harness.projection import ConversationLog, new_id
 from agentcore.harness.storage import AgentStorage, Commit, Receipt, RegisterWrite, StorageFactory
 from agentcore.harness.storage_option import open_from_factory, resolve_storage_factory
 from agentcore.host import AgentHost
 from agentcore.inputs import AgentInput, AgentOptions, validate_model
 from agentcore.messages import AssistantMessage, ImageContent, Message, message_from_dict, message_to_dict, user_text
-from agentcore.models import resolve_effort, resolve_model
 from agentcore.models.attributes import ModelAttributes, ResolvedModel, parse_model_attributes
-from agentcore.prompts import load_prompt
-from agentcore.providers.base import Provider
 from agentcore.providers.registry import ProviderRegistry
-from agentcore.tools.ask_user import ASK_USER, ask_user_tool
-from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition
-from agentcore.tools.guard import PathGuard
+from agentcore.tools.base import AgentTool, ToolDefinition
 from agentcore.tools.images import load_image_files
-from agentcore.tools.selection import select_tools
 
 COMMUNICATION_SKILL = "i-have-adhd.md"
 STYLE_OFF_PHRASES = ("stop adhd mode", "normal mode")
@@ -87,15 +81,20 @@ class AgentRuntime:
         self._options = options
         self._sleep: Sleep = sleep or asyncio.sleep
         self._storage_factory = storage_factory
-        self._extra_tools = extra_tools
-        self._tool_definitions = {d.name: d for d in tool_definitions}
-        self._resolved_model = resolved_model
-        self._model_table = models or {}
         self._storage: AgentStorage | None = None
         self._release: Any = None
         self._log: ConversationLog | None = None
         self._providers = ProviderRegistry()
-        self._demo: DemoServer | None = None
+        self._config = ConfigResolver(
+            options,
+            providers=self._providers,
+            extra_tools=extra_tools,
+            tool_definitions={d.name: d for d in tool_definitions},
+            resolved_model=resolved_model,
+            models=models or {},
+            scratch=Path(tempfile.mkdtemp(prefix="agentcore-")),
+            compaction=CompactionSettings.parse((options.session or {}).get("compaction")),
+        )
         self._run_lock = asyncio.Lock()
         self._active = False
         self._closed = False
@@ -103,11 +102,7 @@ class AgentRuntime:
         self._calibrated_on: Message | None = None
         self._streaming_tokens = 0
         self._last_window: int | None = None
-        self._scratch = Path(tempfile.mkdtemp(prefix="agentcore-"))
-        self._current_abort = asyncio.Event()
-        self._compaction = CompactionSettings.parse((options.session or {}).get("compaction"))
         self._seen_generation = 0
-        self._config_cache: dict[tuple[str, Any, bool], TurnConfig] = {}
         self._static_for: TurnConfig | None = None
         self.session_id = options.session_id or "main"
 
@@ -131,8 +126,7 @@ class AgentRuntime:
             return
         self._closed = True
         await self._providers.aclose()
-        if self._demo is not None:
-            await asyncio.to_thread(self._demo.stop)
+        await self._config.aclose()
         if self._storage is not None:
             self._storage.close()
             self._release()
@@ -155,7 +149,7 @@ class AgentRuntime:
 
     def get_context_usage(self) -> dict[str, int] | None:
         """``{used, total}`` of the current context, including a reply still streaming (C1, C2)."""
-        window = self._last_window or self._window_guess()
+        window = self._last_window or self._config.window_guess()
         if window is None:
             return None
         messages = self.log.messages
@@ -245,7 +239,7 @@ class AgentRuntime:
             raise AgentError(BUSY, "another run is active on this runtime")
         async with self._run_lock:
             self._active = True
-            self._config_cache.clear()  # workdirs, files and registrations may have changed since
+            self._config.clear()  # workdirs, files and registrations may have changed since
             try:
                 async for event in self._run(parsed, host):
                     yield event
@@ -266,7 +260,6 @@ class AgentRuntime:
             raise InputValidationError(f"host_input: {exc}", field="host_input") from exc
         request_id = input.request_id or new_id()
         abort = (host.abort_signal if host else None) or asyncio.Event()
-        self._current_abort = abort
         images = await self._images(input)
         candidate = self._new_op(request_id, input)
         self._configure(candidate)
@@ -291,7 +284,6 @@ class AgentRuntime:
         log = self.log
         request_id = input.request_id or new_id()
         abort = (host.abort_signal if host else None) or asyncio.Event()
-        self._current_abort = abort
         receipt = log.receipts.get(request_id)
         input_hash = _input_hash(input)
         if (
@@ -383,27 +375,8 @@ class AgentRuntime:
             "attempt": 0,
             "budgets": {"connection": 0, "length": 0},
             "settings": settings,
-            "pinned": self._pin(settings),
+            "pinned": self._config.pin(settings),
         }
-
-    def _pin(self, settings: dict[str, Any]) -> dict[str, Any]:
-        """The model identity a request runs on, fixed when the request starts (DURABILITY 13).
-
-        A resumed request continues on this model with this output limit even when the runtime
-        was reopened with other options. The demo's base URL is per process, so it is not pinned;
-        credentials never are.
-        """
-        model = self._model(settings)
-        pinned: dict[str, Any] = {
-            "provider": model.provider,
-            "model": model.model_id,
-            "api_kind": model.api_kind,
-            "max_tokens": settings.get("max_tokens") or self._options.max_tokens or model.max_tokens,
-            "context_window": settings.get("context_window") or model.context_window,
-        }
-        if model.provider != "demo":
-            pinned["base_url"] = model.base_url
-        return pinned
 
     def _start(
         self,
@@ -463,186 +436,19 @@ class AgentRuntime:
         register = self.log.registers.get(f"style:{self.log.conversation_id}")
         return True if register is None else bool(register.value.get("adhd", True))
 
-    def _model(self, settings: dict[str, Any], pinned: dict[str, Any] | None = None) -> ResolvedModel:
-        opts = self._options
-        if pinned is not None and pinned.get("provider") != "demo":
-            return self._pinned_model(settings, pinned)
-        if self._resolved_model is not None and not any(k in settings for k in ("provider", "model", "base_url")):
-            return self._resolved_model
-        provider = settings.get("provider", opts.provider)
-        run_attrs = (
-            ModelAttributes.model_validate(settings["model_attributes"]) if "model_attributes" in settings else None
-        )
-        if provider == "demo":
-            # A host running many runtimes passes one shared demo server's ``base_url``;
-            # otherwise this runtime starts (and later stops) its own.
-            url = settings.get("base_url", opts.base_url)
-            if url is None:
-                if self._demo is None:
-                    self._demo = DemoServer()
-                url = self._demo.base_url
-            base = demo_model_options(url)
-            return resolve_model(
-                provider="demo",
-                model="demo",
-                base_url=base["base_url"],
-                api_key="demo",
-                api_kind="openai-responses",
-                runtime_attributes=base["model_attributes"],
-                run_attributes=run_attrs,
-                context_window=settings.get("context_window", opts.context_window),
-                max_tokens=settings.get("max_tokens", opts.max_tokens),
-            )
-        model_id = settings.get("model", opts.model)
-        return resolve_model(
-            provider=provider,
-            model=model_id,
-            base_url=settings.get("base_url", opts.base_url),
-            api_key=opts.api_key,
-            api_kind=opts.api_kind,
-            runtime_attributes=self._model_table.get(model_id or "", opts.model_attributes),
-            run_attributes=run_attrs,
-            context_window=settings.get("context_window", opts.context_window),
-            max_tokens=settings.get("max_tokens", opts.max_tokens),
-        )
-
-    def _pinned_model(self, settings: dict[str, Any], pinned: dict[str, Any]) -> ResolvedModel:
-        """Resolve a request's pinned model; attributes and the key come from today's options only
-        when they describe that same provider and model."""
-        opts = self._options
-        known = self._resolved_model
-        if known is not None and (known.provider, known.model_id, known.api_kind) == (
-            pinned["provider"],
-            pinned["model"],
-            pinned["api_kind"],
-        ):
-            return known
-        same_provider = opts.provider in (None, pinned["provider"])
-        run_attrs = (
-            ModelAttributes.model_validate(settings["model_attributes"]) if "model_attributes" in settings else None
-        )
-        runtime_attrs = self._model_table.get(
-            pinned["model"], opts.model_attributes if opts.model in (None, pinned["model"]) else None
-        )
-        return resolve_model(
-            provider=pinned["provider"],
-            model=pinned["model"],
-            base_url=pinned.get("base_url"),
-            api_key=opts.api_key if same_provider else None,
-            api_kind=pinned["api_kind"],
-            runtime_attributes=runtime_attrs,
-            run_attributes=run_attrs,
-            context_window=pinned.get("context_window"),
-            max_tokens=pinned.get("max_tokens"),
-        )
-
     def _configure(self, op: dict[str, Any]) -> TurnConfig:
-        """The turn configuration for ``op``, built once per (settings, mode, style) and reused:
-        rebuilding tools, guards and prompts for every request would dominate a fast loop."""
-        key = (
-            json.dumps([op.get("settings", {}), op.get("pinned")], sort_keys=True),
-            op.get("mode"),
-            self._style_on(),
-        )
-        cached = self._config_cache.get(key)
-        if cached is None:
-            cached = self._build_config(op)
-            self._config_cache[key] = cached
-        if self._static_for is not cached:  # the static context (prompt, tools) changed
-            self._static_for = cached
-            self._tracker.set_static_context(system_prompt=cached.system_prompt, tools=cached.tools)
-        return cached
-
-    def _build_config(self, op: dict[str, Any]) -> TurnConfig:
-        settings = op.get("settings", {})
-        opts = self._options
-        pinned = op.get("pinned")
-        model = self._model(settings, pinned)
-        mode = op.get("mode", opts.mode)
-        web_search = _web_search(settings.get("web_search", opts.web_search), model)
-        workdir = Path(settings.get("workdir") or opts.workdir or os.getcwd())
-        if not workdir.is_dir():
-            raise InputValidationError(f"workdir {str(workdir)!r} is not a directory", field="workdir")
-        policy = settings.get("permission_policy", opts.permission_policy)
-        allowed = settings.get("allowed_directories", opts.allowed_directories)
-        guard = PathGuard(workdir, policy, allowed)
-        tools = select_tools(
-            policy=policy,
-            mode=mode,
-            tools=opts.tools,
-            extra_tools=self._extra_tools,
-            tool_definitions=list(self._tool_definitions.values()),
-            also_known={ASK_USER},
-        )
-        if mode == "plan" and (opts.tools is None or ASK_USER in opts.tools):
-            tools = [*tools, ask_user_tool()]
-        system = settings.get("system_prompt") or opts.system_prompt or load_prompt("system.md")
-        if mode == "plan":
-            system = f"{system}\n\n{load_prompt('plan.md')}"
-        if self._style_on():
-            system = f"{system}\n\n{load_prompt(COMMUNICATION_SKILL)}"
-        effort = resolve_effort(settings.get("effort"), opts.effort, model)
-        provider: Provider = self._providers.get(model.api_kind)
-        self._last_window = settings.get("context_window") or model.context_window
-        scratch = self._scratch
-
-        def tool_context(call_id: str) -> ToolContext:
-            return ToolContext(
-                workdir=workdir,
-                guard=guard,
-                abort=self._current_abort,
-                tool_call_id=call_id,
-                accepts_images=model.accepts_images,
-                scratch_dir=scratch,
-            )
-
-        return TurnConfig(
-            model=model,
-            provider=provider,
-            system_prompt=system,
-            tools=tools,
-            effort=effort,
-            max_tokens=_max_tokens(pinned, settings, opts.max_tokens, model),
-            web_search=web_search,
-            mode=mode,
-            tool_context=tool_context,
-            tool_definitions=self._tool_definitions,
-            context_window=self._last_window,
-            compaction=self._compaction,
-        )
-
-    def _window_guess(self) -> int | None:
-        try:
-            return self._model({}).context_window
-        except AgentError:
-            return None
+        """The turn configuration for ``op``; keeps the context meter's static part in step."""
+        cfg = self._config.configure(op, style_on=self._style_on())
+        self._last_window = cfg.context_window
+        if self._static_for is not cfg:  # the static context (prompt, tools) changed
+            self._static_for = cfg
+            self._tracker.set_static_context(system_prompt=cfg.system_prompt, tools=cfg.tools)
+        return cfg
 
     def _meter(self, messages: list[Message], streaming_chars: int) -> tuple[int, int] | None:
         self._streaming_tokens = streaming_chars // 4  # rough: ~4 characters per token while streaming
         usage = self.get_context_usage()
         return (usage["used"], usage["total"]) if usage else None
-
-
-def _web_search(requested: bool | None, model: ResolvedModel) -> bool:
-    if requested is None:
-        return bool(model.web_search) and model.api_kind != "openai-completions"
-    if not requested:
-        return False
-    if model.api_kind == "openai-completions":
-        raise InputValidationError(
-            "web_search is not available with the openai-completions api_kind", field="web_search"
-        )
-    if model.web_search is False:
-        raise InputValidationError(f"model {model.model_id!r} declares web_search: false", field="web_search")
-    return True
-
-
-def _max_tokens(
-    pinned: dict[str, Any] | None, settings: dict[str, Any], option: int | None, model: ResolvedModel
-) -> int:
-    """The output limit: the request's pinned one, else the run's, the runtime's or the model's."""
-    value = (pinned or {}).get("max_tokens") or settings.get("max_tokens") or option or model.max_tokens
-    return int(value)
 
 
 def _dump(value: Any) -> Any:
@@ -714,6 +520,6 @@ async def create_agent(
         sleep=sleep,
     )
     if resolved_model is None:
-        runtime._model({})  # fail fast on a missing or invalid model configuration (R4)
+        runtime._config.model({})  # fail fast on a missing or invalid model configuration (R4)
     await runtime._open()
     return runtime

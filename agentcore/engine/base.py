@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentcore.engine.compaction import CompactionSettings
-from agentcore.harness.projection import ConversationLog, cancel_key
 from agentcore.engine.retry import (
     Sleep,
 )
@@ -28,6 +27,7 @@ from agentcore.events import (
     RunEndEvent,
     UsageEvent,
 )
+from agentcore.harness.projection import ConversationLog, cancel_key
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.host import AgentHost, call_hook
 from agentcore.messages import (
@@ -56,7 +56,7 @@ class TurnConfig:
     max_tokens: int
     web_search: bool
     mode: str
-    tool_context: Callable[[str], ToolContext]
+    tool_context: Callable[[str, asyncio.Event], ToolContext]
     tool_definitions: dict[str, ToolDefinition] = field(default_factory=dict)
     context_window: int | None = None
     compaction: CompactionSettings = field(default_factory=CompactionSettings)

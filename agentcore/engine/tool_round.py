@@ -241,7 +241,7 @@ class ToolRound(Decisions):
 
     def _tool_context(self, cfg: TurnConfig, call: dict[str, Any], display_id: str, updates: _Updates) -> ToolContext:
         """The tool's context, with partial output forwarded as ``tool`` update events."""
-        ctx = cfg.tool_context(display_id)
+        ctx = cfg.tool_context(display_id, self.abort)
 
         def on_update(partial: str) -> None:
             updates.push(
