@@ -32,6 +32,7 @@ from agentcore.tools.guard import PathGuard
 from agentcore.tools.selection import select_tools
 
 COMMUNICATION_SKILL = "i-have-adhd.md"
+SESSION_TOOLS = ("update_plan", "subagent")
 
 
 @dataclass(slots=True, frozen=True)
@@ -214,12 +215,14 @@ class ConfigResolver:
             policy=policy,
             mode=mode,
             tools=opts.tools,
-            extra_tools=[*self.extra_tools, *scope.extra],
+            extra_tools=self.extra_tools,
             tool_definitions=list(self.tool_definitions.values()),
-            also_known={ASK_USER},
+            also_known={ASK_USER, *SESSION_TOOLS},
         )
         if mode == "plan" and (opts.tools is None or ASK_USER in opts.tools):
             tools = [*tools, ask_user_tool()]
+        # Session tools follow the same narrowing: an explicit ``tools`` list must name them.
+        tools += [tool for tool in scope.extra if opts.tools is None or tool.name in opts.tools]
         if scope.only is not None:
             tools = [tool for tool in tools if tool.name in scope.only]
         system = settings.get("system_prompt") or opts.system_prompt or load_prompt("system.md")

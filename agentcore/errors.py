@@ -21,6 +21,9 @@ STORE_EXISTS: Final = "store_exists"
 RUN_FAILED: Final = "run_failed"
 TOOL_ERROR: Final = "tool_error"
 BUSY: Final = "busy"
+REQUEST_CONFLICT: Final = "request_conflict"
+VERSION_CONFLICT: Final = "version_conflict"
+UNKNOWN_TASK: Final = "unknown_task"
 
 
 class AgentError(Exception):

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True)
 
+    target_id: int | None = None  # session mode: set on events of another context (a fork, a subagent)
+
 
 class TextDeltaEvent(_Event):
     type: Literal["text_delta"] = "text_delta"

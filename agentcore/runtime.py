@@ -1,16 +1,16 @@
-"""``create_agent`` and ``AgentRuntime``: a thin facade over the store, the engine and tools.
+"""``create_agent`` and ``AgentRuntime``: a thin facade over the store, the engine and the session.
 
-The runtime owns one store (exclusively), one conversation projection and a provider per
-wire protocol. ``run()`` turns an ``AgentInput`` into an operation keyed by ``request_id``:
+The runtime owns one store (exclusively), the projection of its conversations and a provider
+per wire protocol. ``run()`` turns an ``AgentInput`` into an operation keyed by ``request_id``:
 a finished one is answered from its receipt without calling the model or tools, an
-unfinished one resumes from its durable program counter, a new one starts.
+unfinished one resumes from its durable program counter, a new one starts. With
+``session={...}`` the session driver (``agentcore.session``) runs it instead, together with
+queued inputs, subagents and background work, and ``control()`` / ``serve()`` become available.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import tempfile
 from collections.abc import AsyncIterator
@@ -19,8 +19,20 @@ from types import TracebackType
 from typing import Any
 
 from agentcore.config import ConfigResolver
-from agentcore.context.estimate import ContextTracker
-from agentcore.engine.compaction import CompactionSettings, is_manual_command
+from agentcore.context.meter import ContextMeter
+from agentcore.engine.compaction import CompactionSettings
+from agentcore.engine.operations import (
+    apply_resume,
+    input_hash,
+    is_compaction,
+    is_resume,
+    new_op,
+    record_failure,
+    run_settings,
+    start_op,
+    style_on,
+    supersede,
+)
 from agentcore.engine.retry import Sleep
 from agentcore.engine.turn import TurnConfig, TurnEngine
 from agentcore.errors import (
@@ -34,34 +46,18 @@ from agentcore.errors import (
 )
 from agentcore.events import AgentEvent, RunEndEvent
 from agentcore.harness.memory_store import MemoryStorageFactory
-from agentcore.harness.projection import ConversationLog, new_id
-from agentcore.harness.storage import AgentStorage, Commit, Receipt, RegisterWrite, StorageFactory
+from agentcore.harness.projection import ConversationLog, StoreView, new_id
+from agentcore.harness.storage import AgentStorage, Commit, StorageFactory
 from agentcore.harness.storage_option import open_from_factory, resolve_storage_factory
 from agentcore.host import AgentHost
 from agentcore.inputs import AgentInput, AgentOptions, validate_model
-from agentcore.messages import AssistantMessage, ImageContent, Message, message_from_dict, message_to_dict, user_text
+from agentcore.messages import ImageContent, message_from_dict, message_to_dict
 from agentcore.models.attributes import ModelAttributes, ResolvedModel, parse_model_attributes
 from agentcore.providers.registry import ProviderRegistry
+from agentcore.session.driver import SessionDriver
+from agentcore.session.options import SessionOptions, parse_session_options
 from agentcore.tools.base import AgentTool, ToolDefinition
 from agentcore.tools.images import load_image_files
-
-COMMUNICATION_SKILL = "i-have-adhd.md"
-STYLE_OFF_PHRASES = ("stop adhd mode", "normal mode")
-STYLE_ON_PHRASES = ("start adhd mode", "adhd mode on", "use adhd mode", "turn on adhd mode")
-RUN_SETTINGS = (
-    "model_attributes",
-    "web_search",
-    "workdir",
-    "allowed_directories",
-    "system_prompt",
-    "provider",
-    "model",
-    "base_url",
-    "effort",
-    "permission_policy",
-    "context_window",
-    "max_tokens",
-)
 
 
 class AgentRuntime:
@@ -77,15 +73,17 @@ class AgentRuntime:
         resolved_model: ResolvedModel | None,
         models: dict[str, ModelAttributes] | None = None,
         sleep: Sleep | None = None,
+        session: SessionOptions | None = None,
     ) -> None:
-        self._options = options
-        self._sleep: Sleep = sleep or asyncio.sleep
+        self.options = options
+        self.sleep: Sleep = sleep or asyncio.sleep
         self._storage_factory = storage_factory
         self._storage: AgentStorage | None = None
         self._release: Any = None
-        self._log: ConversationLog | None = None
+        self._view: StoreView | None = None
         self._providers = ProviderRegistry()
-        self._config = ConfigResolver(
+        self._session_options = session
+        self.config = ConfigResolver(
             options,
             providers=self._providers,
             extra_tools=extra_tools,
@@ -93,18 +91,15 @@ class AgentRuntime:
             resolved_model=resolved_model,
             models=models or {},
             scratch=Path(tempfile.mkdtemp(prefix="agentcore-")),
-            compaction=CompactionSettings.parse((options.session or {}).get("compaction")),
+            compaction=session.compaction if session is not None else CompactionSettings.parse(None),
         )
+        self.session: SessionDriver | None = None
         self._run_lock = asyncio.Lock()
         self._active = False
         self._closed = False
-        self._tracker = ContextTracker()
-        self._calibrated_on: Message | None = None
-        self._streaming_tokens = 0
-        self._last_window: int | None = None
-        self._seen_generation = 0
-        self._static_for: TurnConfig | None = None
         self.session_id = options.session_id or "main"
+        self.owner_id = ""
+        self.meter: ContextMeter
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -112,21 +107,26 @@ class AgentRuntime:
         storage, release = open_from_factory(self._storage_factory)
         try:
             state = storage.load()
+            view = StoreView.open(storage, state, [self.session_id])
         except BaseException:
             storage.close()
             release()
             raise
-        self._storage, self._release = storage, release
-        self._log = ConversationLog.load(storage, state, self.session_id)
+        self._storage, self._release, self._view = storage, release, view
         self.owner_id = state.owner_id
+        self.meter = ContextMeter(view.log(self.session_id), self.config.window_guess)
+        if self._session_options is not None:
+            self.session = SessionDriver(self, self._session_options, view)
 
     async def close(self) -> None:
         """Release the owner lock. Writes nothing: unfinished work resumes on the next run."""
         if self._closed:
             return
         self._closed = True
+        if self.session is not None:
+            await self.session.aclose()
         await self._providers.aclose()
-        await self._config.aclose()
+        await self.config.aclose()
         if self._storage is not None:
             self._storage.close()
             self._release()
@@ -141,39 +141,22 @@ class AgentRuntime:
 
     @property
     def log(self) -> ConversationLog:
-        if self._log is None or self._closed:
+        """The main conversation's projection."""
+        if self._view is None or self._closed:
             raise AgentError(AGENT_NOT_READY, "the runtime is closed")
-        return self._log
+        return self._view.log(self.session_id)
 
     # --- public members (R2) -----------------------------------------------------------
 
     def get_context_usage(self) -> dict[str, int] | None:
         """``{used, total}`` of the current context, including a reply still streaming (C1, C2)."""
-        window = self._last_window or self._config.window_guess()
-        if window is None:
-            return None
-        messages = self.log.messages
-        if self.log.compaction_generation != self._seen_generation:  # C2: old responses stop calibrating
-            self._seen_generation = self.log.compaction_generation
-            self._tracker.after_compaction(messages)
-            self._calibrated_on = None
-            for message in messages:  # the retained responses may not calibrate again
-                if isinstance(message, AssistantMessage):
-                    self._calibrated_on = message
-        for index in range(len(messages) - 1, max(-1, len(messages) - 4), -1):
-            message = messages[index]
-            if isinstance(message, AssistantMessage) and message.usage is not None:
-                if message is not self._calibrated_on:  # a newer response recalibrates (C2)
-                    self._calibrated_on = message
-                    self._tracker.record_usage(index, message.usage, message)
-                break
-        used = self._tracker.current(messages) + self._streaming_tokens
-        return {"used": used, "total": window}
+        self.log  # noqa: B018 - raises once closed
+        return self.meter.usage()
 
     def update_context_usage(self, *, used: float, total: float) -> None:
         """Adopt an external measurement; later estimates grow from it (C2)."""
-        self._tracker.set_measurement(used, total, message_count=len(self.log.messages))
-        self._last_window = int(total)
+        self.log  # noqa: B018 - raises once closed
+        self.meter.set_measurement(used, total)
 
     def read_transcript(self) -> list[dict[str, Any]]:
         """The model-visible context as message dicts (the store keeps the full history).
@@ -207,14 +190,42 @@ class AgentRuntime:
         if self._active or self.log.op is not None:
             raise AgentError(BUSY, "reset is not possible while a run is active or paused")
         self.log.commit(Commit(entries=[self.log.entry("reset", {})]))
-        self._tracker.reset()
+        self.meter.reset()
 
-    def control(self, command: dict[str, Any]) -> dict[str, Any]:
-        if not self._options.session:
+    async def control(self, command: Any) -> dict[str, Any]:
+        """Send a session command (SPEC S1–S2); returns its receipt. Session mode, during a run."""
+        if self.session is None:
             raise AgentError(SESSION_NOT_ENABLED, "the session protocol is not enabled: pass session={...}")
-        if not self._active:
-            raise AgentError(AGENT_NOT_READY, "no run is active")
-        raise AgentError(SESSION_NOT_ENABLED, "session commands are not available in this version")
+        if self._closed:
+            raise AgentError(AGENT_NOT_READY, "the runtime is closed")
+        return await self.session.control(command)
+
+    async def serve(self, host: AgentHost | None = None) -> AsyncIterator[AgentEvent]:
+        """Hold the session open for commands (a host lease): yields every event of the session
+        until ``stop_serving()``; ``submit`` starts turns. Session mode only."""
+        if self.session is None:
+            raise AgentError(SESSION_NOT_ENABLED, "the session protocol is not enabled: pass session={...}")
+        if self._run_lock.locked():
+            raise AgentError(BUSY, "another run is active on this runtime")
+        async with self._run_lock:
+            self._active = True
+            self.config.clear()
+            try:
+                async for event in self.session.serve(host):
+                    yield event
+            finally:
+                self._active = False
+
+    def stop_serving(self) -> None:
+        """End ``serve()`` once the events already queued have been read."""
+        if self.session is not None:
+            self.session.stop_serving()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The current session snapshot (SPEC S3) as JSON-ready data; session mode only."""
+        if self.session is None:
+            raise AgentError(SESSION_NOT_ENABLED, "the session protocol is not enabled: pass session={...}")
+        return self.session.snapshot().model_dump(mode="json")
 
     @property
     def pending_request_id(self) -> str | None:
@@ -222,12 +233,34 @@ class AgentRuntime:
         op = self.log.op
         return str(op["request_id"]) if op else None
 
+    def records(self) -> dict[str, Any]:
+        """What the snapshot's ``records`` show: the store and the model, never credentials."""
+        storage = self._storage
+        label = getattr(storage, "label", "") if storage is not None else ""
+        kind = "memory" if label.startswith("memory") else "sqlite" if label.endswith((".sqlite", ".db")) else "custom"
+        records: dict[str, Any] = {
+            "storage": {"label": label, "kind": kind, "owner_id": self.owner_id},
+            "environment": {"id": "local", "label": "Local machine", "kind": "local", "status": "ready"},
+            "extensions": [],
+            "catalogs": [],
+            "code_mode": None,
+        }
+        try:
+            records["model"] = self.config.model({}).public_dict()
+        except AgentError as exc:
+            records["model"] = {"error": exc.message}
+        return records
+
     # --- run ---------------------------------------------------------------------------
 
     async def run(
         self, input: AgentInput | dict[str, Any] | str, host: AgentHost | None = None
     ) -> AsyncIterator[AgentEvent]:
-        """Run one input to its end, yielding events; see ``RunEndEvent`` for the outcome."""
+        """Run one input to its end, yielding events; see ``RunEndEvent`` for the outcome.
+
+        In session mode the run also answers queued inputs and waits for background work
+        before it returns (S6); its last event is then a ``session`` event.
+        """
         parsed: AgentInput
         if isinstance(input, str):
             parsed = AgentInput(prompt=input)
@@ -239,13 +272,19 @@ class AgentRuntime:
             raise AgentError(BUSY, "another run is active on this runtime")
         async with self._run_lock:
             self._active = True
-            self._config.clear()  # workdirs, files and registrations may have changed since
+            self.config.clear()  # workdirs, files and registrations may have changed since
             try:
-                async for event in self._run(parsed, host):
+                if parsed.host_input is not None:
+                    stream = self._run_hosted(parsed, host)
+                elif self.session is not None:
+                    stream = self.session.run(parsed, host)
+                else:
+                    stream = self._run(parsed, host)
+                async for event in stream:
                     yield event
             finally:
                 self._active = False
-                self._streaming_tokens = 0
+                self.meter.stop_streaming()
 
     async def _run_hosted(self, input: AgentInput, host: AgentHost | None) -> AsyncIterator[AgentEvent]:
         """A gateway-driven run (I2 ``host_input``): the gateway owns the history, so the run
@@ -260,7 +299,7 @@ class AgentRuntime:
             raise InputValidationError(f"host_input: {exc}", field="host_input") from exc
         request_id = input.request_id or new_id()
         abort = (host.abort_signal if host else None) or asyncio.Event()
-        images = await self._images(input)
+        images = await self.load_images(input)
         candidate = self._new_op(request_id, input)
         self._configure(candidate)
         storage, release = MemoryStorageFactory(label="host_input").open()
@@ -268,8 +307,8 @@ class AgentRuntime:
             log = ConversationLog.load(storage, storage.load(), "host_input")
             if seeded:
                 log.commit(Commit(entries=[log.entry("transcript", {"messages": seeded})]))
-            self._start(request_id, input, _input_hash(input), images, candidate, log)
-            engine = TurnEngine(log, request_id, self._configure, host, abort, sleep=self._sleep)
+            start_op(log, candidate, prompt=input.prompt, images=images, receipt=_running(input))
+            engine = TurnEngine(log, request_id, self._configure, host, abort, sleep=self.sleep)
             async for event in engine.drive():
                 yield event
         finally:
@@ -277,20 +316,12 @@ class AgentRuntime:
             release()
 
     async def _run(self, input: AgentInput, host: AgentHost | None) -> AsyncIterator[AgentEvent]:
-        if input.host_input is not None:
-            async for event in self._run_hosted(input, host):
-                yield event
-            return
         log = self.log
         request_id = input.request_id or new_id()
         abort = (host.abort_signal if host else None) or asyncio.Event()
         receipt = log.receipts.get(request_id)
-        input_hash = _input_hash(input)
-        if (
-            receipt is not None
-            and receipt.payload.get("input_hash") not in (None, input_hash)
-            and not _is_resume(input)
-        ):
+        digest = input_hash(input)
+        if receipt is not None and receipt.payload.get("input_hash") not in (None, digest) and not is_resume(input):
             raise InputValidationError(
                 f"request_id {request_id!r} was already used for a different input", field="request_id"
             )
@@ -304,21 +335,23 @@ class AgentRuntime:
             recovering = op["phase"] == "model"
         else:
             # Validate everything before writing anything: bad input leaves the store unchanged.
-            images = await self._images(input)
+            images = await self.load_images(input)
             candidate = self._new_op(request_id, input)
             self._configure(candidate)
             if candidate["phase"] != "compact" and not input.prompt and not images:
                 raise InputValidationError("prompt is empty and no images are attached", field="prompt")
             if op is not None:
-                self._supersede(op)
-            self._start(request_id, input, input_hash, images, candidate)
-        engine = TurnEngine(log, request_id, self._configure, host, abort, sleep=self._sleep, context_meter=self._meter)
+                supersede(log, op, self._configure)
+            start_op(log, candidate, prompt=input.prompt, images=images, receipt=_running(input))
+        engine = TurnEngine(
+            log, request_id, self._configure, host, abort, sleep=self.sleep, context_meter=self.meter.measure
+        )
         paused = log.op
         if paused is not None and paused.get("phase") == "paused":
             if abort.is_set():  # cancelling a pending question or approval
                 yield engine.finish_aborted(paused, "cancelled while waiting for user input")
                 return
-            resumed = self._apply_resume(engine, paused, input)
+            resumed = apply_resume(engine, paused, input)
             if resumed is None:
                 yield engine.paused_event(paused)
                 return
@@ -330,156 +363,36 @@ class AgentRuntime:
         except AgentError:
             raise
         except Exception as exc:  # D5: a failed run records its reason and does not auto-continue
-            self._record_failure(request_id, exc)
+            record_failure(log, request_id, exc, self._configure)
             raise AgentError(RUN_FAILED, f"the run failed: {exc}") from exc
 
-    def _apply_resume(
-        self, engine: TurnEngine, op: dict[str, Any], input: AgentInput
-    ) -> AsyncIterator[AgentEvent] | None:
-        pending = op.get("pending") or {}
-        kind = pending.get("kind")
-        if kind == "plan" and input.plan_resume is not None:
-            decision = input.plan_resume
-            if decision.approval_id != pending["approval_id"]:
-                raise InputValidationError(
-                    f"plan_resume.approval_id {decision.approval_id!r} does not match the pending plan "
-                    f"{pending['approval_id']!r}",
-                    field="plan_resume.approval_id",
-                )
-            plan_text = decision.plan or pending.get("plan", "")
-            self._mark_running(engine.request_id)
-            return engine.apply_plan_decision(decision.approval_id, decision.approved, plan_text, decision.notes)
-        if kind == "ask_user" and input.ask_resume is not None:
-            return _one(engine.apply_answers(input.ask_resume.answers))
-        if kind == "tool_approval" and input.tool_resume is not None:
-            if input.tool_resume.approval_id != pending["approval_id"]:
-                raise InputValidationError("tool_resume.approval_id does not match", field="tool_resume.approval_id")
-            engine.apply_tool_decision(input.tool_resume.approved, input.tool_resume.message)
-            return _empty()
-        return None
-
-    def _mark_running(self, request_id: str) -> None:
-        receipt = self.log.receipts[request_id]
-        self.log.commit(
-            Commit(receipts=[self.log.receipt(request_id, dict(receipt.payload, status="running", pending=None))])
-        )
-
     def _new_op(self, request_id: str, input: AgentInput) -> dict[str, Any]:
-        settings = {name: _dump(getattr(input, name)) for name in RUN_SETTINGS if getattr(input, name) is not None}
-        mode = input.agent or self._options.mode
-        return {
-            "request_id": request_id,
-            "phase": "compact" if _is_compaction(input) else "model",
-            "mode": mode,
-            "step": 0,
-            "attempt": 0,
-            "budgets": {"connection": 0, "length": 0},
-            "settings": settings,
-            "pinned": self._config.pin(settings),
-        }
-
-    def _start(
-        self,
-        request_id: str,
-        input: AgentInput,
-        input_hash: str,
-        images: list[ImageContent],
-        op: dict[str, Any],
-        log: ConversationLog | None = None,
-    ) -> None:
-        log = log or self.log
-        commit = Commit()
-        style = self._style_change(input.prompt)
-        if style is not None:
-            commit.registers.append(RegisterWrite(f"style:{log.conversation_id}", {"adhd": style}))
-        if op["phase"] != "compact":  # a compaction run adds no user message (C3)
-            commit.entries.append(log.message_entry(user_text(input.prompt, images), request_id))
-        commit.receipts.append(
-            Receipt(request_id, log.conversation_id, {"status": "running", "input_hash": input_hash})
+        settings = run_settings(input)
+        return new_op(
+            request_id,
+            compaction=is_compaction(input),
+            mode=input.agent or self.options.mode,
+            settings=settings,
+            pinned=self.config.pin(settings),
         )
-        commit.registers.append(log.set_op(op))
-        log.commit(commit)
 
-    def _supersede(self, op: dict[str, Any]) -> None:
-        """A new input while an older operation is unfinished: end the old one as aborted."""
-        engine = TurnEngine(self.log, op["request_id"], self._configure, None, asyncio.Event())
-        engine.finish_aborted(op, "superseded by a newer request")
-
-    def _record_failure(self, request_id: str, exc: Exception) -> None:
-        log = self.log
-        if log.faulted is not None:
-            return
-        op = log.op
-        if op is None or op["request_id"] != request_id:
-            return
-        engine = TurnEngine(log, request_id, self._configure, None, asyncio.Event())
-        engine.finish_failed(op, RUN_FAILED, f"{type(exc).__name__}: {exc}")
-
-    async def _images(self, input: AgentInput) -> list[ImageContent]:
+    async def load_images(self, input: AgentInput) -> list[ImageContent]:
+        """Inline images and ``image_files`` (read off the event loop) of ``input``."""
         images = [ImageContent(i.data, i.mime_type) for i in input.images]
         if input.image_files:
-            workdir = Path(input.workdir or self._options.workdir or os.getcwd())
+            workdir = Path(input.workdir or self.options.workdir or os.getcwd())
             images.extend(await asyncio.to_thread(load_image_files, input.image_files, workdir))
         return images
 
-    # --- configuration -------------------------------------------------------------------
-
-    def _style_change(self, prompt: str) -> bool | None:
-        lowered = prompt.lower()
-        if any(phrase in lowered for phrase in STYLE_OFF_PHRASES):
-            return False
-        if any(phrase in lowered for phrase in STYLE_ON_PHRASES):
-            return True
-        return None
-
-    def _style_on(self) -> bool:
-        register = self.log.registers.get(f"style:{self.log.conversation_id}")
-        return True if register is None else bool(register.value.get("adhd", True))
-
     def _configure(self, op: dict[str, Any]) -> TurnConfig:
         """The turn configuration for ``op``; keeps the context meter's static part in step."""
-        cfg = self._config.configure(op, style_on=self._style_on())
-        self._last_window = cfg.context_window
-        if self._static_for is not cfg:  # the static context (prompt, tools) changed
-            self._static_for = cfg
-            self._tracker.set_static_context(system_prompt=cfg.system_prompt, tools=cfg.tools)
+        cfg = self.config.configure(op, style_on=style_on(self.log))
+        self.meter.set_static(cfg, cfg.system_prompt, cfg.tools, cfg.context_window or cfg.model.context_window)
         return cfg
 
-    def _meter(self, messages: list[Message], streaming_chars: int) -> tuple[int, int] | None:
-        self._streaming_tokens = streaming_chars // 4  # rough: ~4 characters per token while streaming
-        usage = self.get_context_usage()
-        return (usage["used"], usage["total"]) if usage else None
 
-
-def _dump(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(exclude_none=True)
-    return value
-
-
-def _input_hash(input: AgentInput) -> str:
-    data = input.model_dump(exclude={"request_id", "plan_resume", "ask_resume", "tool_resume"}, exclude_none=True)
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:32]
-
-
-def _is_compaction(input: AgentInput) -> bool:
-    return input.compact or is_manual_command(input.prompt)
-
-
-def _is_resume(input: AgentInput) -> bool:
-    """A decision payload, or a bare request id (no prompt, no images): continue that request."""
-    if input.plan_resume is not None or input.ask_resume is not None or input.tool_resume is not None:
-        return True
-    return not input.prompt and not input.images and not input.image_files
-
-
-async def _one(event: AgentEvent) -> AsyncIterator[AgentEvent]:
-    yield event
-
-
-async def _empty() -> AsyncIterator[AgentEvent]:
-    return
-    yield  # pragma: no cover
+def _running(input: AgentInput) -> dict[str, Any]:
+    return {"status": "running", "input_hash": input_hash(input)}
 
 
 async def create_agent(
@@ -505,6 +418,7 @@ async def create_agent(
         for model_id, raw in (models or {}).items()
         if (attrs := parse_model_attributes(raw, field_prefix=f"models.{model_id}")) is not None
     }
+    session = parse_session_options(parsed.session) if parsed.session is not None else None
     factory = resolve_storage_factory(database_path=parsed.database_path, storage=storage)
     tools = list(extra_tools or [])
     names = [t.name for t in tools]
@@ -518,8 +432,9 @@ async def create_agent(
         resolved_model=resolved_model,
         models=model_table,
         sleep=sleep,
+        session=session,
     )
     if resolved_model is None:
-        runtime._config.model({})  # fail fast on a missing or invalid model configuration (R4)
+        runtime.config.model({})  # fail fast on a missing or invalid model configuration (R4)
     await runtime._open()
     return runtime

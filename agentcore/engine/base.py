@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from agentcore.engine.compaction import CompactionSettings
 from agentcore.engine.retry import (
@@ -75,6 +75,17 @@ Configure = Callable[[dict[str, Any]], TurnConfig]
 ContextMeter = Callable[[list[Message], int], tuple[int, int] | None]
 
 
+class SessionPort(Protocol):
+    """What the session protocol adds to an engine's turn (SPEC S2); absent without ``session=``."""
+
+    def before_request(self, engine: EngineBase, op: dict[str, Any]) -> None:
+        """Called before each model request: may commit a new pin (``configure``) or a finished
+        background compaction. The engine re-reads its program counter afterwards."""
+
+    def at_tool_boundary(self, engine: EngineBase, commit: Commit) -> None:
+        """Called with the commit that moves a turn past its tool round: steer inputs join it."""
+
+
 def call_key(request_id: str, step: int, index: int) -> str:
     return f"{request_id}/{step}/{index}"
 
@@ -99,6 +110,7 @@ class EngineBase:
         sleep: Sleep = asyncio.sleep,
         context_meter: ContextMeter | None = None,
         clock: Callable[[], float] = time.monotonic,
+        session: SessionPort | None = None,
     ) -> None:
         self.log = log
         self.request_id = request_id
@@ -109,6 +121,7 @@ class EngineBase:
         self.sleep = sleep
         self.context_meter = context_meter
         self.clock = clock
+        self.session = session
         self.final: RunEndEvent | None = None
         self._fresh_intents: set[str] = set()  # intents this engine wrote and has not started yet
         self._last_usage_emit = 0.0

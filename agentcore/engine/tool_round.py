@@ -23,7 +23,7 @@ from agentcore.events import (
     AgentEvent,
     ToolEvent,
 )
-from agentcore.harness.storage import Commit, Entry, RegisterWrite
+from agentcore.harness.storage import Commit, Entry
 from agentcore.host import call_hook
 from agentcore.messages import (
     ToolResultMessage,
@@ -90,14 +90,18 @@ class ToolRound(Decisions):
         if _terminates(results):
             yield self.finish_completed(current, Commit(), "")
             return
-        self.log.commit(Commit(registers=[self._after_tools(current)]))
+        self.log.commit(self._advance(Commit(), current))
 
-    def _after_tools(self, op: dict[str, Any]) -> RegisterWrite:
-        """The program counter after a tool round: the next model request."""
+    def _advance(self, commit: Commit, op: dict[str, Any]) -> Commit:
+        """Move the program counter past the tool round to the next model request, in
+        ``commit``; steer inputs (session protocol) join the turn here."""
         value = dict(op, phase="model", step=op["step"] + 1, attempt=0)
         value.pop("tool_calls", None)
         value.pop("approvals", None)
-        return self.log.set_op(value)
+        commit.registers.append(self.log.set_op(value))
+        if self.session is not None:
+            self.session.at_tool_boundary(self, commit)
+        return commit
 
     async def _run_batch(
         self,
@@ -230,7 +234,7 @@ class ToolRound(Decisions):
                 )
             )
         if advance and not self.abort.is_set() and not _terminates(results):
-            commit.registers.append(self._after_tools(self.log.op or op))
+            self._advance(commit, self.log.op or op)
         if not commit.is_empty():
             self.log.commit(commit)
         for event in finished:

@@ -245,6 +245,9 @@ class TurnEngine(ToolRound, CompactionStep):
         )
 
     async def _model_step(self, op: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+        if self.session is not None:
+            self.session.before_request(self, op)
+            op = self.log.op or op
         cfg = self.configure(op)
         if self._threshold_reached(op, cfg):  # C4: checked before every model request
             async for compaction_event in self.compact(op, cfg, auto=True):

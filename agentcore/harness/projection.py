@@ -15,6 +15,7 @@ that conversation's state at that entry.
 from __future__ import annotations
 
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,19 @@ from agentcore.harness.storage import (
     TaskRow,
     UsageRow,
 )
-from agentcore.messages import Message, UserMessage, message_from_dict, message_to_dict
+from agentcore.messages import (
+    AssistantMessage,
+    Message,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    message_from_dict,
+    message_to_dict,
+)
+
+TOOL_HISTORY = 200  # finished tool calls a log remembers for the session snapshot
+RESULT_PREVIEW = 2_000
 
 CommitListener = Callable[[Commit, int], None]
 
@@ -165,27 +178,41 @@ class StoreView:
 
     # --- building logs ----------------------------------------------------------------
 
+    def fork_log(self, conversation_id: str, base: dict[str, str]) -> ConversationLog:
+        """The log of a fork about to be created: ``base``'s conversation up to its entry.
+
+        Registered before the transaction that creates the fork, so that transaction's own
+        entries chain onto the fork entry; drop it from ``logs`` if that transaction fails.
+        """
+        if conversation_id in self.logs:
+            raise StoreError(STORE_INVALID, f"conversation {conversation_id!r} already exists")
+        entries = self._entries if self._entries is not None else _by_conversation(self.storage.load().entries)
+        log = ConversationLog(self, conversation_id)
+        for entry in self._chain(base, entries):
+            log.apply_entry(entry)
+        self.logs[conversation_id] = log
+        return log
+
     def _build(self, conversation_id: str) -> ConversationLog:
         entries = self._entries if self._entries is not None else _by_conversation(self.storage.load().entries)
         log = ConversationLog(self, conversation_id)
-        for entry in self._prefix(conversation_id, entries):
+        base = (self.register(conversation_key(conversation_id)) or {}).get("base")
+        for entry in self._chain(base, entries) if base else ():
             log.apply_entry(entry)
         for entry in entries.get(conversation_id, []):
             log.apply_entry(entry)
         return log
 
-    def _prefix(self, conversation_id: str, entries: dict[str, list[Entry]]) -> list[Entry]:
-        """The entries a fork inherits: its base conversation's chain up to the fork entry."""
-        meta = self.register(conversation_key(conversation_id)) or {}
-        base = meta.get("base")
-        if not base:
-            return []
+    def _chain(self, base: dict[str, str], entries: dict[str, list[Entry]]) -> list[Entry]:
+        """The entries a fork inherits: its base conversation's chain up to the fork entry
+        (which may itself be inherited, for a fork of a fork)."""
         source, until = str(base["conversation"]), str(base["entry"])
-        chain = [*self._prefix(source, entries), *entries.get(source, [])]
-        for index, entry in enumerate(chain):  # the fork entry may itself be inherited (a fork of a fork)
+        source_base = (self.register(conversation_key(source)) or {}).get("base")
+        chain = [*(self._chain(source_base, entries) if source_base else ()), *entries.get(source, [])]
+        for index, entry in enumerate(chain):
             if entry.id == until:
                 return chain[: index + 1]
-        raise StoreError(STORE_INVALID, f"conversation {conversation_id!r} forks from a missing entry {until!r}")
+        raise StoreError(STORE_INVALID, f"a fork of {source!r} starts at a missing entry {until!r}")
 
 
 def _by_conversation(entries: list[Entry]) -> dict[str, list[Entry]]:
@@ -211,6 +238,9 @@ class ConversationLog:
     results: set[str] = field(default_factory=set)  # "op/step/call_id" settled
     compaction_generation: int = 0
     plan: dict[str, Any] = field(default_factory=lambda: {"version": 0, "items": []})  # as of the head
+    entry_ids: set[str] = field(default_factory=set)  # the chain's entries but fragments: fork points
+    tool_history: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=TOOL_HISTORY))
+    _open_calls: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id → the committed call
     _built: dict[str, Message] = field(default_factory=dict)  # messages of entries not yet committed
 
     @classmethod
@@ -299,9 +329,13 @@ class ConversationLog:
         self.head = entry.id
         payload = entry.payload
         kind = entry.kind
+        if kind != "fragment":
+            self.entry_ids.add(entry.id)
         if kind == "message":
             built = self._built.pop(entry.id, None)
-            self.messages.append(built if built is not None else message_from_dict(payload["message"]))
+            message = built if built is not None else message_from_dict(payload["message"])
+            self.messages.append(message)
+            self._track_tools(entry, message)
             self.message_entry_ids.append(entry.id)
             self.message_ops.append(payload.get("op"))
             self.message_synthetic.append(bool(payload.get("synthetic")))
@@ -348,3 +382,27 @@ class ConversationLog:
                 self.message_synthetic.append(False)
         elif kind == "plan":
             self.plan = {"version": payload["version"], "items": payload["items"]}
+
+    def _track_tools(self, entry: Entry, message: Message) -> None:
+        """Tool calls as tasks (S4): each bound to its committed assistant entry, so a model that
+        reuses call ids never makes two calls look alike; finished ones go to ``tool_history``."""
+        if isinstance(message, AssistantMessage):
+            for block in message.content:
+                if isinstance(block, ToolCall):
+                    self._open_calls[block.id] = {
+                        "task_id": f"{entry.id[:12]}:{block.id}",
+                        "name": block.name,
+                        "arguments": block.arguments,
+                        "request_id": entry.payload.get("op"),
+                    }
+        elif isinstance(message, ToolResultMessage):
+            call = self._open_calls.pop(message.tool_call_id, None)
+            if call is not None:
+                text = "".join(b.text for b in message.content if isinstance(b, TextContent))
+                self.tool_history.append(
+                    dict(call, status="failed" if message.is_error else "completed", result=text[:RESULT_PREVIEW])
+                )
+
+    def open_call(self, call_id: str) -> dict[str, Any] | None:
+        """The committed, not yet answered tool call ``call_id`` (its task id and arguments)."""
+        return self._open_calls.get(call_id)

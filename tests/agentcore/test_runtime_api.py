@@ -45,7 +45,7 @@ async def test_async_with_and_control_without_session(make_agent, fake_server) -
     agent = await make_agent()
     async with agent:
         with pytest.raises(AgentError) as info:
-            agent.control({"type": "snapshot", "request_id": "x"})
+            await agent.control({"type": "snapshot", "request_id": "x"})
         assert info.value.code == "session_not_enabled"
         events = await collect(agent, "hello")
         assert final(events).status == "completed"

@@ -1,0 +1,202 @@
+"""Subagents (SPEC S5): child contexts that run one delegated task with a subset of the tools.
+
+A child is created by the parent's ``subagent`` call in one transaction — its context
+register (target id, owner call, tools = parent ∩ whitelist) and its first operation — under
+a conversation id derived from the parent and the committed call. A replay of the call (after
+a crash) therefore finds the child it started and waits for it again instead of spawning a
+twin. A foreground child runs inside the call; a background child runs as its own activity
+and its result is delivered to the parent once, as a queued input whose id is derived from
+the child (a second delivery finds the receipt and does nothing). Usage rows carry the
+child's conversation id, so each model call is counted once, for the context that made it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from agentcore.engine.operations import start_op
+from agentcore.errors import UserInputRequired
+from agentcore.harness.storage import Commit
+from agentcore.host import AgentHost, call_hook
+from agentcore.session.contexts import Context
+from agentcore.session.tools import SUBAGENT, UPDATE_PLAN, subagent_tool
+from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from agentcore.session.driver import SessionDriver
+
+DELIVERY_SUFFIX = ":result"
+
+
+class Children:
+    def __init__(self, driver: SessionDriver) -> None:
+        self.driver = driver
+        self._tools: dict[str, AgentTool] = {}
+
+    def tool(self, parent: Context) -> AgentTool:
+        tool = self._tools.get(parent.conversation_id)
+        if tool is None:
+            options = self.driver.options.subagents
+            assert options is not None
+            models = [m.as_dict() for m in options.models]
+
+            async def run(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+                return await self.delegate(parent, arguments, ctx)
+
+            tool = self._tools[parent.conversation_id] = subagent_tool(run, models=models)
+        return tool
+
+    def host_for(self, child: Context) -> AgentHost:
+        """A child never pauses for a person: an approval that would pause is a denial."""
+        parent_host = self.driver.host or AgentHost()
+
+        async def approve(payload: dict[str, Any]) -> Any:
+            if parent_host.approve_tool_call is None:
+                return None
+            try:
+                return await call_hook(parent_host.approve_tool_call, payload)
+            except UserInputRequired as exc:
+                raise PermissionError("a subagent cannot wait for approval; the call was denied") from exc
+
+        return AgentHost(approve_tool_call=approve, report_usage=parent_host.report_usage)
+
+    # --- delegation -----------------------------------------------------------------------
+
+    async def delegate(self, parent: Context, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        driver = self.driver
+        options = driver.options.subagents
+        assert options is not None
+        conversation_id = f"{parent.conversation_id}/sub/{ctx.tool_call_id}"
+        background = bool(arguments.get("background"))
+        try:
+            child = driver.contexts.by_conversation(conversation_id)
+        except Exception:
+            child = None
+        if child is None:
+            refusal = self._refusal(parent, arguments)
+            if refusal is not None:
+                return ToolResult.text(refusal, is_error=True)
+            child = self._create(parent, conversation_id, arguments, background)
+        if child.background:
+            driver.start_loop(child)
+            return ToolResult.text(
+                f"Started subagent {child.target_id} in the background. Its result will arrive as a "
+                "message when it finishes; continue with other work meanwhile."
+            )
+        return await self._run_foreground(child, ctx.abort)
+
+    def _refusal(self, parent: Context, arguments: dict[str, Any]) -> str | None:
+        driver = self.driver
+        options = driver.options.subagents
+        assert options is not None
+        if parent.kind == "subagent":
+            return "A subagent cannot delegate further."
+        active = [
+            c for c in driver.contexts.all() if c.kind == "subagent" and driver.view.log(c.conversation_id).op
+        ]
+        if len(active) >= options.max_agents:
+            return f"At most {options.max_agents} subagents may be active at once; wait for one to finish."
+        model = arguments.get("model")
+        if model is not None:
+            allowed = {(m.provider, m.model_id) for m in options.models}
+            if (model["provider"], model["model_id"]) not in allowed:
+                listed = ", ".join(f"{p}/{m}" for p, m in sorted(allowed)) or "none"
+                chosen = f"{model['provider']}/{model['model_id']}"
+                return f"Model {chosen} is not allowed for subagents (allowed: {listed})."
+        return None
+
+    def _create(self, parent: Context, conversation_id: str, arguments: dict[str, Any], background: bool) -> Context:
+        """The child's context and first operation, in one transaction."""
+        driver = self.driver
+        options = driver.options.subagents
+        assert options is not None
+        parent_log = driver.view.log(parent.conversation_id)
+        parent_op = parent_log.op or {}
+        parent_tools = {tool.name for tool in driver.configure(parent_log, parent_op, parent).tools}
+        tools = sorted((parent_tools & set(options.tools)) - {SUBAGENT})
+        if UPDATE_PLAN not in options.tools:
+            tools = [name for name in tools if name != UPDATE_PLAN]
+        context, writes = driver.contexts.create(
+            conversation_id,
+            "subagent",
+            parent=parent,
+            background=background,
+            tools=tools,
+            label=str(arguments["task"])[:80],
+            owner_call=conversation_id.rsplit("/", 1)[-1],
+        )
+        log = driver.view.new_log(conversation_id)
+        settings = dict(parent_op.get("settings") or {})
+        model = arguments.get("model")
+        if model is not None:
+            settings.update(provider=model["provider"], model=model["model_id"])
+        request_id = f"{conversation_id}:task"
+        op = driver.new_op(log, request_id, settings, mode="build")
+        if model is None and parent_op.get("pinned"):
+            op["pinned"] = parent_op["pinned"]  # default: the parent's model, exactly
+        try:
+            start_op(
+                log,
+                op,
+                prompt=str(arguments["task"]),
+                images=[],
+                receipt={"status": "running", "background": background},
+                commit=Commit(registers=writes),
+            )
+        except BaseException:
+            driver.view.logs.pop(conversation_id, None)
+            raise
+        return context
+
+    async def _run_foreground(self, child: Context, parent_abort: asyncio.Event) -> ToolResult:
+        driver = self.driver
+        log = driver.view.log(child.conversation_id)
+
+        async def forward_cancel() -> None:
+            await parent_abort.wait()
+            driver.cancel_foreground(child, "the parent's turn was cancelled")
+
+        watcher = asyncio.ensure_future(forward_cancel())
+        try:
+            final = None
+            while (op := log.op) is not None and op.get("phase") != "paused":
+                final = await driver.drive(child, op)
+        finally:
+            watcher.cancel()
+        return self._result(child, final.model_dump() if final is not None else self._final(child))
+
+    def _final(self, child: Context) -> dict[str, Any]:
+        receipt = self.driver.view.receipts.get(f"{child.conversation_id}:task")
+        return dict((receipt.payload.get("final") if receipt else None) or {"status": "running"})
+
+    @staticmethod
+    def _result(child: Context, final: dict[str, Any]) -> ToolResult:
+        status = final.get("status")
+        if status == "completed":
+            return ToolResult.text(final.get("text") or "(the subagent finished without a text answer)")
+        reason = final.get("error") or status
+        return ToolResult.text(f"Subagent {child.target_id} did not complete ({status}): {reason}", is_error=True)
+
+    # --- background results -----------------------------------------------------------------
+
+    def deliver_finished(self) -> None:
+        """Deliver each finished background child's result to its parent, exactly once."""
+        driver = self.driver
+        for child in driver.contexts.all():
+            if child.kind != "subagent" or not child.background:
+                continue
+            input_id = f"{child.conversation_id}{DELIVERY_SUFFIX}"
+            if input_id in driver.view.receipts:
+                continue
+            final = self._final(child)
+            if final.get("status") not in ("completed", "failed", "aborted"):
+                continue
+            parent = driver.contexts.by_target(child.parent_target_id or 0)
+            result = self._result(child, final)
+            text = "".join(getattr(block, "text", "") for block in result.content)
+            prompt = f"[Background subagent {child.target_id} finished: {child.label}]\n\n{text}"
+            parent_log = driver.view.log(parent.conversation_id)
+            driver.enqueue(
+                parent_log, input_id, prompt, [], mode="follow_up", receipt={"delivery": True}, kind="delivery"
+            )

@@ -1,0 +1,478 @@
+"""Control commands (SPEC S1, S2): each one a transaction that records its effect and its receipt.
+
+A receipt is stored under the command's ``request_id`` together with the command's
+fingerprint, in the same transaction as the effect. So a resend returns the original receipt
+and does nothing again, the same id with another payload is ``request_conflict``, and a
+reopened runtime still knows every receipt. Compare-and-swap commands (``configure``,
+``plan``) fail with ``version_conflict`` and record nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from agentcore.context.compaction import plan_compaction, summary_message
+from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
+from agentcore.engine.operations import apply_resume, start_op
+from agentcore.engine.usage import usage_payload
+from agentcore.errors import REQUEST_CONFLICT, UNKNOWN_TASK, VERSION_CONFLICT, AgentError, InputValidationError
+from agentcore.harness.projection import ConversationLog
+from agentcore.harness.storage import Commit, Receipt, RegisterWrite, TaskRow
+from agentcore.inputs import AgentInput
+from agentcore.messages import AssistantMessage, ImageContent, message_to_dict
+from agentcore.providers.base import ProviderFailure
+from agentcore.session import queue as input_queue
+from agentcore.session.commands import (
+    CancelCommand,
+    CompactCommand,
+    ConfigureCommand,
+    DeleteCommand,
+    ForkCommand,
+    PlanCommand,
+    PromoteCommand,
+    ResetCommand,
+    ResumeCommand,
+    SnapshotCommand,
+    SubmitCommand,
+    TaskCommand,
+    WithdrawCommand,
+    fingerprint,
+    parse_command,
+)
+from agentcore.session.contexts import Context
+
+if TYPE_CHECKING:
+    from agentcore.session.driver import SessionDriver
+
+PLACED = ("running", "paused")
+SETTLED = ("completed", "failed", "aborted", "settled", "applied")
+
+
+class ControlHandlers:
+    def __init__(self, driver: SessionDriver) -> None:
+        self.driver = driver
+        self._compactions: dict[str, dict[str, Any]] = {}  # finished background summaries to apply
+
+    async def handle(self, raw: Any) -> dict[str, Any]:
+        command = parse_command(raw)
+        driver = self.driver
+        existing = driver.view.receipts.get(command.request_id)
+        digest = fingerprint(command)
+        if existing is not None:
+            recorded = existing.payload.get("control")
+            if recorded is None or recorded.get("fingerprint") != digest:
+                raise AgentError(
+                    REQUEST_CONFLICT,
+                    f"request_id {command.request_id!r} was already used for another command or input",
+                    details={"request_id": command.request_id},
+                )
+            again = dict(recorded["receipt"])
+            if command.type == "snapshot":
+                again["snapshot"] = driver.snapshot().model_dump(mode="json")
+            return again
+        target = driver.contexts.by_target(command.target_id)
+        handler = getattr(self, f"_{command.type}")
+        receipt: dict[str, Any] = await handler(command, target, digest)
+        return receipt
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _receipt(self, command: Any, digest: str, status: str, **fields: Any) -> dict[str, Any]:
+        return {"request_id": command.request_id, "type": command.type, "status": status, **fields}
+
+    def _record(
+        self,
+        log: ConversationLog,
+        command: Any,
+        digest: str,
+        receipt: dict[str, Any],
+        commit: Commit | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Commit ``commit`` with the command's receipt (one transaction); return the receipt."""
+        commit = commit or Commit()
+        body = dict(payload or {}, control={"fingerprint": digest, "type": command.type, "receipt": receipt})
+        body.setdefault("status", receipt["status"])
+        commit.receipts.append(Receipt(command.request_id, log.conversation_id, body))
+        log.commit(commit)
+        return dict(receipt)
+
+    def _log(self, target: Context) -> ConversationLog:
+        return self.driver.view.log(target.conversation_id)
+
+    # --- inputs -----------------------------------------------------------------------------
+
+    async def _submit(self, command: SubmitCommand, target: Context, digest: str) -> dict[str, Any]:
+        driver = self.driver
+        log = self._log(target)
+        busy = log.op is not None or bool(input_queue.read_queue(driver.view, target.conversation_id))
+        if busy and command.mode == "reject":
+            return self._record(log, command, digest, self._receipt(command, digest, "rejected", input_id=None))
+        images = [ImageContent(i.data, i.mime_type) for i in command.images]
+        if not busy:  # an idle submit (any mode) is a new turn
+            op = driver.new_op(log, command.request_id, {})
+            driver.configure(log, op, target)
+            receipt = self._receipt(command, digest, "accepted", input_id=command.request_id)
+            payload = {
+                "status": "running",
+                "control": {"fingerprint": digest, "type": "submit", "receipt": receipt},
+            }
+            extra = {"input_id": command.request_id}
+            start_op(log, op, prompt=command.prompt, images=images, receipt=payload, message_extra=extra)
+            driver._fresh.add(command.request_id)
+            return receipt
+        mode = "steer" if command.mode == "steer" else "follow_up"
+        receipt = self._receipt(command, digest, "queued", input_id=command.request_id, mode=mode)
+        control = {"fingerprint": digest, "type": "submit", "receipt": receipt}
+        driver.enqueue(log, command.request_id, command.prompt, images, mode=mode, receipt={"control": control})
+        return receipt
+
+    def _consumed(self, log: ConversationLog, input_id: str) -> str:
+        """``already_placed`` or ``settled`` for an input no longer in the queue."""
+        receipt = self.driver.view.receipts.get(input_id)
+        if receipt is None:
+            raise InputValidationError(f"no input with id {input_id!r}", field="input_id")
+        status = receipt.payload.get("status")
+        if status == "placed":
+            op = self.driver.view.log(receipt.conversation_id).op
+            placed_in = receipt.payload.get("placed_in")
+            return "already_placed" if op is not None and op["request_id"] == placed_in else "settled"
+        if status in PLACED:
+            return "already_placed"
+        return "settled"
+
+    async def _withdraw(self, command: WithdrawCommand, target: Context, digest: str) -> dict[str, Any]:
+        driver = self.driver
+        log = self._log(target)
+        items = input_queue.read_queue(driver.view, target.conversation_id)
+        index = input_queue.find(items, command.input_id)
+        if index is None:
+            status = self._consumed(log, command.input_id)
+            return self._record(log, command, digest, self._receipt(command, digest, status, input_id=command.input_id))
+        items.pop(index)
+        commit = Commit(registers=[input_queue.write_queue(driver.view, target.conversation_id, items)])
+        original = driver.view.receipts[command.input_id]
+        commit.receipts.append(log.receipt(command.input_id, dict(original.payload, status="withdrawn")))
+        receipt = self._receipt(command, digest, "withdrawn", input_id=command.input_id)
+        return self._record(log, command, digest, receipt, commit)
+
+    async def _promote(self, command: PromoteCommand, target: Context, digest: str) -> dict[str, Any]:
+        driver = self.driver
+        log = self._log(target)
+        items = input_queue.read_queue(driver.view, target.conversation_id)
+        index = input_queue.find(items, command.input_id)
+        if index is None:
+            status = self._consumed(log, command.input_id)
+            return self._record(log, command, digest, self._receipt(command, digest, status, input_id=command.input_id))
+        items[index] = dict(items[index], mode="steer")
+        commit = Commit(registers=[input_queue.write_queue(driver.view, target.conversation_id, items)])
+        original = driver.view.receipts[command.input_id]
+        commit.receipts.append(log.receipt(command.input_id, dict(original.payload, mode="steer")))
+        receipt = self._receipt(command, digest, "promoted", input_id=command.input_id)
+        return self._record(log, command, digest, receipt, commit)
+
+    async def _resume(self, command: ResumeCommand, target: Context, digest: str) -> dict[str, Any]:
+        driver = self.driver
+        log = self._log(target)
+        op = log.op
+        if op is None or op["request_id"] != command.input_id or op.get("phase") != "paused":
+            raise InputValidationError(f"no paused request {command.input_id!r}", field="input_id")
+        decision = AgentInput(
+            request_id=command.input_id,
+            plan_resume=command.plan_resume,
+            ask_resume=command.ask_resume,
+            tool_resume=command.tool_resume,
+        )
+        engine = driver.engine(log, op["request_id"], asyncio.Event(), target)
+        applied = apply_resume(engine, op, decision)
+        if applied is None:
+            raise InputValidationError("the decision does not answer what the request waits for", field="input_id")
+        async for event in applied:
+            driver.emit(target, event)
+        receipt = self._receipt(command, digest, "resumed", input_id=command.input_id)
+        return self._record(log, command, digest, receipt)
+
+    # --- context changes -------------------------------------------------------------------
+
+    async def _reset(self, command: ResetCommand, target: Context, digest: str) -> dict[str, Any]:
+        driver = self.driver
+        log = self._log(target)
+        busy = log.op is not None or bool(input_queue.read_queue(driver.view, target.conversation_id))
+        if busy:  # at the next input boundary
+            items = input_queue.read_queue(driver.view, target.conversation_id)
+            item = {"input_id": command.request_id, "kind": "reset", "mode": "follow_up", "handoff": command.handoff}
+            items.append(item)
+            commit = Commit(registers=[input_queue.write_queue(driver.view, target.conversation_id, items)])
+            return self._record(log, command, digest, self._receipt(command, digest, "queued"), commit)
+        receipt = self._receipt(command, digest, "applied")
+        payload = {"status": "applied", "control": {"fingerprint": digest, "type": "reset", "receipt": receipt}}
+        commit = Commit(receipts=[Receipt(command.request_id, log.conversation_id, payload)])
+        driver.apply_reset(log, command.handoff, commit)
+        return receipt
+
+    async def _fork(self, command: ForkCommand, target: Context, digest: str) -> dict[str, Any]:
+        driver = self.driver
+        source = self._log(target)
+        if command.entry_id not in source.entry_ids:
+            raise InputValidationError(
+                f"entry_id {command.entry_id!r} is not a committed entry of target {target.target_id}",
+                field="entry_id",
+            )
+        from agentcore.harness.projection import new_id
+
+        conversation_id = f"{target.conversation_id}/fork/{new_id()[:12]}"
+        base = {"conversation": target.conversation_id, "entry": command.entry_id}
+        context, writes = driver.contexts.create(
+            conversation_id, "fork", parent=target, base=base, label=f"fork of {target.label or target.target_id}"
+        )
+        config = driver.config_of(target.conversation_id)
+        commit = Commit(registers=writes)
+        if config.get("model") or config.get("effort") is not None:
+            commit.registers.append(RegisterWrite(f"config:{conversation_id}", dict(config, version=0)))
+        fork_log = driver.view.fork_log(conversation_id, base)
+        if driver.options.plan_fork == "initial":
+            commit.entries.append(fork_log.entry("plan", {"version": fork_log.plan["version"] + 1, "items": []}))
+        elif driver.options.plan_fork == "current":
+            items = source.plan.get("items", [])
+            commit.entries.append(fork_log.entry("plan", {"version": fork_log.plan["version"] + 1, "items": items}))
+        receipt = self._receipt(
+            command, digest, "created", fork_id=conversation_id, target_id=context.target_id, entry_id=command.entry_id
+        )
+        try:
+            return self._record(source, command, digest, receipt, commit)
+        except BaseException:
+            driver.view.logs.pop(conversation_id, None)
+            raise
+
+    async def _delete(self, command: DeleteCommand, target: Context, digest: str) -> dict[str, Any]:
+        driver = self.driver
+        if target.is_main:
+            raise InputValidationError("the main conversation cannot be deleted; delete the store", field="target_id")
+        driver.cancel_all(target, "the context was deleted")
+        log = self._log(target)
+        commit = Commit(registers=[driver.contexts.mark_deleted(target)])
+        return self._record(log, command, digest, self._receipt(command, digest, "deleted"), commit)
+
+    async def _configure(self, command: ConfigureCommand, target: Context, digest: str) -> dict[str, Any]:
+        driver = self.driver
+        log = self._log(target)
+        current = driver.config_of(target.conversation_id)
+        version = int(current.get("version", 0))
+        if command.expected_version != version:
+            raise AgentError(
+                VERSION_CONFLICT,
+                f"configure expected version {command.expected_version}, but the context is at version {version}",
+                details={"expected_version": command.expected_version, "current_version": version},
+            )
+        value = dict(current, version=version + 1)
+        if command.model is not None:
+            choice = {"provider": command.model.provider, "model_id": command.model.model_id}
+            if target.kind == "subagent":
+                options = driver.options.subagents
+                allowed = {(m.provider, m.model_id) for m in (options.models if options else ())}
+                if (choice["provider"], choice["model_id"]) not in allowed:
+                    raise InputValidationError(
+                        f"model {choice['provider']}/{choice['model_id']} is not in the subagent whitelist",
+                        field="model",
+                    )
+            driver.runtime.config.model({"provider": choice["provider"], "model": choice["model_id"]})
+            value["model"] = choice
+        if command.effort is not None:
+            value["effort"] = command.effort
+        key = f"config:{target.conversation_id}"
+        commit = Commit(registers=[RegisterWrite(key, value, expected_seq=driver.view.register_seq(key))])
+        receipt = self._receipt(command, digest, "applied", version=version + 1)
+        return self._record(log, command, digest, receipt, commit)
+
+    async def _plan(self, command: PlanCommand, target: Context, digest: str) -> dict[str, Any]:
+        log = self._log(target)
+        version = int(log.plan.get("version", 0))
+        if command.expected_version != version:
+            raise AgentError(
+                VERSION_CONFLICT,
+                f"plan expected version {command.expected_version}, but the plan is at version {version}",
+                details={"expected_version": command.expected_version, "current_version": version},
+            )
+        items = [item.model_dump() for item in command.items]
+        commit = Commit(entries=[log.entry("plan", {"version": version + 1, "items": items})])
+        receipt = self._receipt(command, digest, "applied", version=version + 1)
+        return self._record(log, command, digest, receipt, commit)
+
+    # --- work -------------------------------------------------------------------------------
+
+    async def _cancel(self, command: CancelCommand, target: Context, digest: str) -> dict[str, Any]:
+        driver = self.driver
+        log = self._log(target)
+        if command.scope == "foreground":
+            request = driver.cancel_foreground(target, "cancelled by the host")
+            cancelled = [request] if request else []
+        elif command.scope == "all":
+            cancelled = driver.cancel_all(target, "cancelled by the host")
+        else:
+            assert command.task_id is not None
+            cancelled = self._cancel_task(target, command.task_id)
+        status = "cancelled" if cancelled else "idle"
+        return self._record(log, command, digest, self._receipt(command, digest, status, cancelled=cancelled))
+
+    def _cancel_task(self, target: Context, task_id: str) -> list[str]:
+        driver = self.driver
+        owned = {target.target_id, *(c.target_id for c in driver.contexts.children(target.target_id))}
+        for child in driver.contexts.all():
+            if child.kind == "subagent" and child.conversation_id == task_id:
+                if child.target_id not in owned:
+                    raise InputValidationError(f"task {task_id!r} does not belong to this target", field="task_id")
+                return driver.cancel_all(child, "cancelled by the host")
+        if task_id in self._compactions or task_id in driver.view.tasks:
+            row = driver.view.tasks.get(task_id)
+            if row is not None and row.payload.get("kind") == "compaction":
+                return self._stop_compaction(task_id)
+        for source in driver.extensions:
+            result = source.cancel_task(target, task_id, owned)
+            if result is not None:
+                return list(result)
+        raise InputValidationError(f"no active task {task_id!r}", field="task_id")
+
+    async def _snapshot(self, command: SnapshotCommand, target: Context, digest: str) -> dict[str, Any]:
+        receipt = self._record(self._log(target), command, digest, self._receipt(command, digest, "ok"))
+        receipt["snapshot"] = self.driver.snapshot().model_dump(mode="json")
+        return receipt
+
+    async def _task(self, command: TaskCommand, target: Context, digest: str) -> dict[str, Any]:
+        for source in self.driver.extensions:
+            receipt = source.start_task(command, target, digest, self)
+            if receipt is not None:
+                return dict(receipt)
+        raise AgentError(UNKNOWN_TASK, f"no registered task named {command.name!r}", field="name")
+
+    # --- background compaction -----------------------------------------------------------------
+
+    async def _compact(self, command: CompactCommand, target: Context, digest: str) -> dict[str, Any]:
+        log = self._log(target)
+        task_id = f"compact:{command.request_id}"
+        row = TaskRow(
+            task_id,
+            target.conversation_id,
+            {
+                "kind": "compaction",
+                "name": "compaction",
+                "status": "running",
+                "instructions": command.instructions,
+                "target_id": target.target_id,
+            },
+        )
+        receipt = self._receipt(command, digest, "started", task_id=task_id)
+        self._record(log, command, digest, receipt, Commit(tasks=[row]))
+        self.start_compaction(target, task_id)
+        return receipt
+
+    def start_compaction(self, target: Context, task_id: str) -> None:
+        self.driver.spawn(task_id, self._run_compaction(target, task_id))
+
+    def resume_compactions(self) -> None:
+        """Background compactions a crash interrupted start again (their summary is redone)."""
+        for row in list(self.driver.view.tasks.values()):
+            if row.payload.get("kind") == "compaction" and row.payload.get("status") == "running":
+                if row.task_id not in self._compactions:
+                    target = self.driver.contexts.by_conversation(row.conversation_id)
+                    self.start_compaction(target, row.task_id)
+
+    async def _run_compaction(self, target: Context, task_id: str) -> None:
+        driver = self.driver
+        log = self._log(target)
+        row = driver.view.tasks[task_id]
+        op = log.op or driver.new_op(log, task_id, {})
+        cfg = driver.configure(log, op, target)
+        window = cfg.context_window or cfg.model.context_window
+        settings = cfg.compaction
+        max_tokens = summary_max_tokens(cfg.model, window)
+        plan = plan_compaction(
+            log.messages,
+            window=window,
+            reserve_tokens=settings.reserve(window),
+            keep_recent_tokens=settings.keep_recent(window),
+            max_summary_tokens=max_tokens,
+            force=False,
+        )
+        abort = asyncio.Event()
+        self._compactions[task_id] = {"abort": abort, "state": "running"}
+        if plan.oversize or not plan.to_summarize:
+            reason = plan.oversize_error() if plan.oversize else None
+            self._finish_compaction(task_id, "failed" if reason else "completed", error=reason, note="nothing to do")
+            return
+        counter = 0
+
+        async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None) -> None:
+            nonlocal counter
+            payload = usage_payload(message, task_id, ok=failure is None)
+            payload["purpose"] = "compaction"
+            log.commit(Commit(usage=[log.usage_row(f"{task_id}:{counter}", payload)]))
+            counter += 1
+
+        outcome = await summarize(
+            plan,
+            cfg.provider,
+            cfg.model,
+            abort=abort,
+            max_tokens=max_tokens,
+            on_attempt=on_attempt,
+            instructions=row.payload.get("instructions"),
+        )
+        if abort.is_set():
+            self._finish_compaction(task_id, "aborted", error="cancelled")
+            return
+        if outcome.failure is not None:
+            self._finish_compaction(task_id, "failed", error=outcome.failure.message)
+            return
+        keep_from = first_kept_entry(log.message_entry_ids, log.messages, plan.cut_index)
+        self._compactions[task_id] = {
+            "state": "ready",
+            "generation": log.compaction_generation,
+            "keep_from": keep_from,
+            "summary": outcome.text,
+            "count": len(plan.to_summarize),
+        }
+        if log.op is None:
+            self.apply_background_compaction(target)
+
+    def apply_background_compaction(self, target: Context) -> None:
+        """Apply finished background summaries of ``target`` (at an input or request boundary)."""
+        log = self._log(target)
+        for task_id, state in list(self._compactions.items()):
+            row = self.driver.view.tasks.get(task_id)
+            if state.get("state") != "ready" or row is None or row.conversation_id != target.conversation_id:
+                continue
+            if state["generation"] != log.compaction_generation:
+                self._finish_compaction(task_id, "aborted", error="the context changed (another compaction)")
+                continue
+            entry = log.entry(
+                "compaction",
+                {
+                    "summary_message": message_to_dict(summary_message(state["summary"])),
+                    "keep_from_entry": state["keep_from"],
+                    "auto": True,
+                    "background": True,
+                    "summarized": state["count"],
+                },
+            )
+            self._finish_compaction(task_id, "completed", entries=[entry])
+
+    def _finish_compaction(
+        self, task_id: str, status: str, *, error: str | None = None, note: str | None = None, entries: Any = None
+    ) -> None:
+        driver = self.driver
+        row = driver.view.tasks[task_id]
+        payload = dict(row.payload, status=status, error=error, note=note)
+        log = driver.view.log(row.conversation_id)
+        log.commit(Commit(entries=list(entries or []), tasks=[TaskRow(task_id, row.conversation_id, payload)]))
+        self._compactions.pop(task_id, None)
+
+    def _stop_compaction(self, task_id: str) -> list[str]:
+        state = self._compactions.get(task_id)
+        if state is None:
+            return []
+        if state.get("state") == "ready":
+            self._finish_compaction(task_id, "aborted", error="cancelled")
+        elif "abort" in state:
+            state["abort"].set()
+        return [task_id]

@@ -1,0 +1,576 @@
+"""The session driver: runs every context of a session and answers control commands (SPEC S1–S6).
+
+Without ``session=`` a runtime runs one input at a time in the caller's task. With it, work
+outlives the input that started it: queued follow-ups, steers, background subagents and
+compactions. The driver runs each piece as an *activity* (an asyncio task) that writes its
+events to one bus; ``run()`` reads the bus until everything is settled (S6: the foreground
+answer, queued inputs and background work), ``serve()`` until the host stops it.
+
+Every state change is a store transaction first (commands included), so what the driver
+holds in memory is only the set of running activities and their abort signals; a reopened
+runtime finds the rest — open operations, queues, children, receipts — in the store and
+carries on. A ``session`` event with the full snapshot follows every committed change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentcore.config import ToolScope
+from agentcore.context.meter import ContextMeter
+from agentcore.engine.base import EngineBase, TurnConfig
+from agentcore.engine.operations import (
+    apply_resume,
+    input_hash,
+    is_compaction,
+    is_resume,
+    new_op,
+    record_failure,
+    run_settings,
+    start_op,
+    style_on,
+)
+from agentcore.engine.turn import TurnEngine
+from agentcore.errors import AGENT_NOT_READY, RUN_FAILED, AgentError, InputValidationError
+from agentcore.events import AgentEvent, RunEndEvent, SessionEvent
+from agentcore.harness.projection import ConversationLog, StoreView, cancel_key, new_id
+from agentcore.harness.storage import Commit, RegisterWrite
+from agentcore.host import AgentHost
+from agentcore.inputs import AgentInput
+from agentcore.messages import ImageContent, user_text
+from agentcore.session import queue as input_queue
+from agentcore.session.contexts import Context, Contexts
+from agentcore.session.ledger import UsageLedgerIndex
+from agentcore.session.options import SessionOptions
+from agentcore.session.snapshot import SessionSnapshot
+from agentcore.session.snapshots import SnapshotBuilder
+from agentcore.session.tools import update_plan_tool
+
+if TYPE_CHECKING:
+    from agentcore.runtime import AgentRuntime
+
+_WAKE = object()  # bus item: re-check whether the session is idle
+
+
+class _Failed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+@dataclass(slots=True)
+class _Running:
+    """One conversation's running turn: its abort signal (set by ``cancel``)."""
+
+    abort: asyncio.Event
+    request_id: str
+
+
+class SessionDriver:
+    """Owns the activities of one runtime's session; see the module docstring."""
+
+    def __init__(self, runtime: AgentRuntime, options: SessionOptions, view: StoreView) -> None:
+        self.runtime = runtime
+        self.options = options
+        self.view = view
+        self.contexts = Contexts(view, runtime.session_id)
+        self.ledger = UsageLedgerIndex(view)
+        self.meters: dict[str, ContextMeter] = {}
+        self.host: AgentHost | None = None
+        self._bus: asyncio.Queue[object] = asyncio.Queue()
+        self._activities: dict[str, asyncio.Task[None]] = {}
+        self._running: dict[str, _Running] = {}
+        self._fresh: set[str] = set()  # request ids this owner started (not recoveries)
+        self._leases = 0
+        self._serving = False
+        self._stop_serving = asyncio.Event()
+        self._dirty = True
+        self._snapshots = SnapshotBuilder(self)
+        self.extensions: list[Any] = []  # activity sources added by the extension subsystems
+        from agentcore.session.children import Children
+        from agentcore.session.control import ControlHandlers
+
+        self.children = Children(self)
+        self.control_handlers = ControlHandlers(self)
+        view.on_commit(self._on_commit)
+
+    # --- leases: run() and serve() ---------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """Control commands are accepted while a ``run()`` or ``serve()`` is in progress."""
+        return self._leases > 0
+
+    async def run(self, input: AgentInput, host: AgentHost | None) -> AsyncIterator[AgentEvent]:
+        """Run ``input`` (and everything it leads to) until the session is idle (S6)."""
+        self._enter(host)
+        try:
+            for event in await self._admit(input):
+                yield event
+            async for event in self._pump(until_idle=True):
+                yield event
+        finally:
+            self._leave()
+
+    async def serve(self, host: AgentHost | None) -> AsyncIterator[AgentEvent]:
+        """Keep the session ready for commands until ``stop_serving()`` (a host lease)."""
+        self._enter(host)
+        self._serving = True
+        self._stop_serving.clear()
+        try:
+            async for event in self._pump(until_idle=False):
+                yield event
+        finally:
+            self._serving = False
+            self._leave()
+
+    def stop_serving(self) -> None:
+        self._stop_serving.set()
+        self._bus.put_nowait(_WAKE)
+
+    def _enter(self, host: AgentHost | None) -> None:
+        self._leases += 1
+        self.host = host or self.host
+        if host is not None and host.abort_signal is not None:
+            signal = host.abort_signal
+            self._watch(f"abort-watch:{id(signal)}", self._watch_abort(signal), background=True)
+
+    def _leave(self) -> None:
+        self._leases -= 1
+        if self._leases == 0:
+            watchers = [key for key in self._activities if key.startswith("abort-watch:")]
+            for key in watchers:
+                self._activities.pop(key).cancel()
+
+    async def _watch_abort(self, signal: asyncio.Event) -> None:
+        """A host's abort signal cancels everything the session runs (scope ``all``)."""
+        await signal.wait()
+        self.cancel_all(self.contexts.main, "the run was cancelled")
+
+    # --- admitting a run() input -----------------------------------------------------------
+
+    async def _admit(self, input: AgentInput) -> list[AgentEvent]:
+        """Start, queue or resume ``input`` on the main conversation; events to yield first."""
+        log = self.view.log(self.runtime.session_id)
+        request_id = input.request_id or new_id()
+        receipt = log.receipts.get(request_id)
+        digest = input_hash(input)
+        if receipt is not None and receipt.payload.get("input_hash") not in (None, digest) and not is_resume(input):
+            raise InputValidationError(
+                f"request_id {request_id!r} was already used for a different input", field="request_id"
+            )
+        if receipt is not None and receipt.payload.get("status") in ("completed", "failed", "aborted"):
+            return [RunEndEvent.model_validate(dict(receipt.payload["final"], replayed=True))]
+        op = log.op
+        if op is not None and op["request_id"] == request_id:
+            if op.get("phase") == "paused":
+                return await self._resume_paused(log, op, input)
+            return []  # an unfinished request: its conversation loop resumes it
+        if receipt is not None and receipt.payload.get("status") == "queued":
+            return []  # already waiting in the queue
+        images = await self.runtime.load_images(input)
+        settings = run_settings(input)
+        op_value = self.new_op(log, request_id, settings, mode=input.agent, compaction=is_compaction(input))
+        self.configure(log, op_value)  # validate everything before writing anything
+        if not is_compaction(input) and not input.prompt and not images:
+            raise InputValidationError("prompt is empty and no images are attached", field="prompt")
+        if op is None and not input_queue.read_queue(self.view, log.conversation_id):
+            start_op(log, op_value, prompt=input.prompt, images=images, receipt=_running_receipt(digest))
+            self._fresh.add(request_id)
+        else:  # busy: the input waits its turn (a session never supersedes accepted work)
+            self.enqueue(log, request_id, input.prompt, images, mode="follow_up", receipt={"input_hash": digest})
+        return []
+
+    async def _resume_paused(self, log: ConversationLog, op: dict[str, Any], input: AgentInput) -> list[AgentEvent]:
+        engine = self.engine(log, op["request_id"], asyncio.Event())
+        applied = apply_resume(engine, op, input)
+        if applied is None:
+            return [engine.paused_event(op)]
+        return [event async for event in applied]
+
+    # --- the bus ---------------------------------------------------------------------------
+
+    async def _pump(self, *, until_idle: bool) -> AsyncIterator[AgentEvent]:
+        self.ensure_activities()
+        while True:
+            if self._dirty:
+                yield self.session_event()
+            if until_idle and self._idle() and self._bus.empty():
+                return
+            if not until_idle and self._stop_serving.is_set():
+                return
+            item = await self._bus.get()
+            if isinstance(item, _Failed):
+                raise item.error
+            if item is _WAKE:
+                continue
+            yield item  # type: ignore[misc]
+
+    def emit(self, context: Context, event: AgentEvent) -> None:
+        if not context.is_main:
+            event = event.model_copy(update={"target_id": context.target_id})
+        self._bus.put_nowait(event)
+
+    def _idle(self) -> bool:
+        return not any(not key.startswith("abort-watch:") for key in self._activities)
+
+    def _on_commit(self, commit: Commit, seq: int) -> None:
+        if commit.registers or commit.receipts or commit.usage or commit.tasks:
+            self._dirty = True
+        elif any(entry.kind != "fragment" for entry in commit.entries):
+            self._dirty = True
+
+    def session_event(self) -> SessionEvent:
+        self._dirty = False
+        return SessionEvent(snapshot=self.snapshot().model_dump(mode="json"))
+
+    def snapshot(self) -> SessionSnapshot:
+        return self._snapshots.build()
+
+    # --- activities ------------------------------------------------------------------------
+
+    def ensure_activities(self) -> None:
+        """Start a loop for every context with work: an open (not paused) operation or a queue;
+        background children and extension work resume too."""
+        for context in self.contexts.all():
+            if context.kind == "subagent" and not context.background:
+                continue  # a foreground child runs inside its parent's tool call
+            log = self.view.log(context.conversation_id)
+            op = log.op
+            queued = input_queue.read_queue(self.view, context.conversation_id)
+            if (op is not None and op.get("phase") != "paused") or (op is None and queued):
+                self.start_loop(context)
+        self.children.deliver_finished()
+        for source in self.extensions:
+            source.ensure_activities()
+
+    def start_loop(self, context: Context) -> None:
+        key = f"loop:{context.conversation_id}"
+        if key not in self._activities:
+            self._watch(key, self.conversation_loop(context))
+
+    def _watch(self, key: str, work: Any, *, background: bool = False) -> None:
+        """Run ``work`` as an activity; its failure reaches the reader of the bus."""
+        task = asyncio.ensure_future(work)
+        self._activities[key] = task
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if self._activities.get(key) is finished:
+                del self._activities[key]
+            if not finished.cancelled() and finished.exception() is not None:
+                self._bus.put_nowait(_Failed(finished.exception() or RuntimeError("activity failed")))
+            else:
+                self._bus.put_nowait(_WAKE)
+
+        task.add_done_callback(done)
+
+    def spawn(self, key: str, work: Any) -> None:
+        """Run extension or background work as an activity of the session."""
+        if key not in self._activities:
+            self._watch(key, work)
+
+    def wake(self) -> None:
+        self._bus.put_nowait(_WAKE)
+
+    async def conversation_loop(self, context: Context) -> None:
+        """Drive ``context``'s operations one after another: the open one, then the queue."""
+        log = self.view.log(context.conversation_id)
+        while True:
+            op = log.op
+            if op is None:
+                if not self.start_next(context):
+                    return
+                continue
+            if op.get("phase") == "paused":
+                return
+            await self.drive(context, op)
+
+    async def drive(self, context: Context, op: dict[str, Any]) -> RunEndEvent | None:
+        """Run ``op`` of ``context`` to its end (or pause); returns its final event."""
+        log = self.view.log(context.conversation_id)
+        request_id = op["request_id"]
+        running = self._running[context.conversation_id] = _Running(asyncio.Event(), request_id)
+        if log.cancel_marker is not None:
+            running.abort.set()
+        recovering = op.get("phase") == "model" and request_id not in self._fresh
+        self._fresh.add(request_id)
+        engine = self.engine(log, request_id, running.abort, context)
+        try:
+            async for event in engine.drive(recovering=recovering):
+                self.emit(context, event)
+        except AgentError:
+            raise
+        except Exception as exc:  # D5: record the reason, cancel queued work, never auto-continue
+            record_failure(log, request_id, exc, lambda value: self.configure(log, value, context))
+            self.cancel_all(context, f"the run failed: {exc}")
+            if engine.final is None and (final := log.receipts.get(request_id)) is not None:
+                if final.payload.get("final"):
+                    self.emit(context, RunEndEvent.model_validate(final.payload["final"]))
+            raise AgentError(RUN_FAILED, f"the run failed: {exc}") from exc
+        finally:
+            if self._running.get(context.conversation_id) is running:
+                del self._running[context.conversation_id]
+            self.meter(log).stop_streaming()
+        return engine.final
+
+    def engine(
+        self, log: ConversationLog, request_id: str, abort: asyncio.Event, context: Context | None = None
+    ) -> TurnEngine:
+        context = context or self.contexts.by_conversation(log.conversation_id)
+        host = self.host if context.kind != "subagent" else self.children.host_for(context)
+        return TurnEngine(
+            log,
+            request_id,
+            lambda op: self.configure(log, op, context),
+            host,
+            abort,
+            sleep=self.runtime.sleep,
+            context_meter=self.meter(log).measure,
+            session=_Port(self, context),
+        )
+
+    # --- operations ------------------------------------------------------------------------
+
+    def new_op(
+        self,
+        log: ConversationLog,
+        request_id: str,
+        settings: dict[str, Any],
+        *,
+        mode: str | None = None,
+        compaction: bool = False,
+    ) -> dict[str, Any]:
+        """A new operation of ``log``'s conversation, pinned to its configured model."""
+        config = self.config_of(log.conversation_id)
+        settings = dict(settings)
+        if config.get("model"):
+            settings.update(provider=config["model"]["provider"], model=config["model"]["model_id"])
+        if config.get("effort") is not None:
+            settings["effort"] = config["effort"]
+        op = new_op(
+            request_id,
+            compaction=compaction,
+            mode=mode or self.runtime.options.mode,
+            settings=settings,
+            pinned=self.runtime.config.pin(settings),
+        )
+        op["config_version"] = int(config.get("version", 0))
+        return op
+
+    def configure(self, log: ConversationLog, op: dict[str, Any], context: Context | None = None) -> TurnConfig:
+        context = context or self.contexts.by_conversation(log.conversation_id)
+        cfg = self.runtime.config.configure(op, style_on=style_on(log), scope=self.tool_scope(context, log))
+        self.meter(log).set_static(cfg, cfg.system_prompt, cfg.tools, cfg.context_window or cfg.model.context_window)
+        return cfg
+
+    def tool_scope(self, context: Context, log: ConversationLog) -> ToolScope:
+        plan_tool = update_plan_tool(lambda items: self.write_plan(log, items))
+        if context.kind == "subagent":
+            only = frozenset(context.tools or ())
+            return ToolScope(key=f"child:{context.conversation_id}", extra=(plan_tool,), only=only)
+        extra = [plan_tool]
+        if self.options.subagents is not None:
+            extra.append(self.children.tool(context))
+        return ToolScope(key=f"ctx:{context.conversation_id}", extra=tuple(extra))
+
+    def meter(self, log: ConversationLog) -> ContextMeter:
+        meter = self.meters.get(log.conversation_id)
+        if meter is None:
+            if log.conversation_id == self.runtime.session_id:
+                meter = self.runtime.meter
+            else:
+                meter = ContextMeter(log, self.runtime.config.window_guess)
+            self.meters[log.conversation_id] = meter
+        return meter
+
+    def config_of(self, conversation_id: str) -> dict[str, Any]:
+        return self.view.register(f"config:{conversation_id}") or {"version": 0}
+
+    def write_plan(self, log: ConversationLog, items: list[dict[str, Any]]) -> int:
+        version = int(log.plan.get("version", 0)) + 1
+        log.commit(Commit(entries=[log.entry("plan", {"version": version, "items": items})]))
+        return version
+
+    # --- the queue ---------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        log: ConversationLog,
+        input_id: str,
+        prompt: str,
+        images: list[ImageContent],
+        *,
+        mode: str,
+        receipt: dict[str, Any],
+        kind: str = "input",
+        commit: Commit | None = None,
+    ) -> None:
+        """Add an input to ``log``'s queue (and its receipt, ``queued``) in one transaction."""
+        items = input_queue.read_queue(self.view, log.conversation_id)
+        items.append(
+            {
+                "input_id": input_id,
+                "kind": kind,
+                "mode": mode,
+                "prompt": prompt,
+                "images": [{"data": i.data, "mime_type": i.mime_type} for i in images],
+            }
+        )
+        commit = commit or Commit()
+        commit.registers.append(input_queue.write_queue(self.view, log.conversation_id, items))
+        commit.receipts.append(log.receipt(input_id, dict(receipt, status="queued", mode=mode)))
+        log.commit(commit)
+
+    def start_next(self, context: Context) -> bool:
+        """Take the next queued item of ``context`` and start it (one transaction). False when
+        the queue is empty."""
+        log = self.view.log(context.conversation_id)
+        items = input_queue.read_queue(self.view, context.conversation_id)
+        index = input_queue.next_item(items)
+        if index is None:
+            return False
+        item = items.pop(index)
+        commit = Commit(registers=[input_queue.write_queue(self.view, context.conversation_id, items)])
+        if item["kind"] == "reset":
+            self.apply_reset(log, item.get("handoff"), commit)
+            receipt = log.receipts.get(item["input_id"])
+            if receipt is not None:
+                log.commit(Commit(receipts=[log.receipt(item["input_id"], dict(receipt.payload, status="applied"))]))
+            return True
+        receipt = log.receipts.get(item["input_id"])
+        payload = dict(receipt.payload if receipt else {}, status="running")
+        op = self.new_op(log, item["input_id"], {})
+        images = [ImageContent(i["data"], i["mime_type"]) for i in item.get("images") or []]
+        extra = {"input_id": item["input_id"]}
+        if item["kind"] == "delivery":
+            extra["synthetic"] = True
+        start_op(log, op, prompt=item["prompt"], images=images, receipt=payload, commit=commit, message_extra=extra)
+        self._fresh.add(item["input_id"])
+        return True
+
+    def apply_reset(self, log: ConversationLog, handoff: str | None, commit: Commit | None = None) -> None:
+        """A new context generation (S2 ``reset``): the model starts from the handoff note; the
+        old text stays in the store and the plan is kept."""
+        commit = commit or Commit()
+        payload: dict[str, Any] = {}
+        if handoff:
+            from agentcore.messages import message_to_dict
+
+            payload["handoff"] = message_to_dict(user_text(f"Handoff from the previous context:\n\n{handoff}"))
+        commit.entries.append(log.entry("reset", payload))
+        log.commit(commit)
+        self.meter(log).reset()
+
+    # --- cancellation ------------------------------------------------------------------------
+
+    def cancel_foreground(self, context: Context, reason: str) -> str | None:
+        """Cancel ``context``'s running or paused turn durably; returns its request id."""
+        log = self.view.log(context.conversation_id)
+        op = log.op
+        if op is None:
+            return None
+        running = self._running.get(context.conversation_id)
+        if op.get("phase") == "paused" and running is None:
+            engine = self.engine(log, op["request_id"], asyncio.Event(), context)
+            final = engine.finish_aborted(op, reason)
+            self.emit(context, final)
+            return str(op["request_id"])
+        if log.cancel_marker is None:
+            marker = {"request_id": op["request_id"], "reason": reason}
+            log.commit(Commit(registers=[RegisterWrite(cancel_key(context.conversation_id), marker)]))
+        if running is not None:
+            running.abort.set()
+        return str(op["request_id"])
+
+    def cancel_all(self, context: Context, reason: str) -> list[str]:
+        """``cancel`` scope all (and D5 after a failure): the turn, the queue, owned children
+        and background work of ``context``; independent forks are left alone."""
+        cancelled: list[str] = []
+        for each in [context, *self.contexts.children(context.target_id)]:
+            request = self.cancel_foreground(each, reason)
+            if request is not None:
+                cancelled.append(request)
+            cancelled.extend(self.drop_queue(each, "cancelled"))
+        for source in self.extensions:
+            cancelled.extend(source.cancel_all(context, reason))
+        return cancelled
+
+    def drop_queue(self, context: Context, status: str) -> list[str]:
+        log = self.view.log(context.conversation_id)
+        items = input_queue.read_queue(self.view, context.conversation_id)
+        if not items:
+            return []
+        commit = Commit(registers=[input_queue.write_queue(self.view, context.conversation_id, [])])
+        for item in items:
+            receipt = log.receipts.get(item["input_id"])
+            if receipt is not None:
+                commit.receipts.append(log.receipt(item["input_id"], dict(receipt.payload, status=status)))
+        log.commit(commit)
+        return [item["input_id"] for item in items]
+
+    # --- control -----------------------------------------------------------------------------
+
+    async def control(self, raw: Any) -> dict[str, Any]:
+        if not self.ready:
+            raise AgentError(AGENT_NOT_READY, "no run is active: control commands work during run() or serve()")
+        receipt = await self.control_handlers.handle(raw)
+        self.ensure_activities()
+        self.wake()
+        return receipt
+
+    async def aclose(self) -> None:
+        """Stop every activity (close pauses: nothing is cancelled in the store)."""
+        tasks = list(self._activities.values())
+        self._activities.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+
+class _Port:
+    """The engine's view of the session (``SessionPort``) for one context."""
+
+    def __init__(self, driver: SessionDriver, context: Context) -> None:
+        self.driver = driver
+        self.context = context
+
+    def before_request(self, engine: EngineBase, op: dict[str, Any]) -> None:
+        driver = self.driver
+        config = driver.config_of(self.context.conversation_id)
+        version = int(config.get("version", 0))
+        if version != int(op.get("config_version", 0)):  # configure: effective from the next request
+            fresh = driver.new_op(engine.log, op["request_id"], dict(op.get("settings") or {}), mode=op.get("mode"))
+            value = dict(op, settings=fresh["settings"], pinned=fresh["pinned"], config_version=version)
+            engine.log.commit(Commit(registers=[engine.log.set_op(value)]))
+        driver.control_handlers.apply_background_compaction(self.context)
+
+    def at_tool_boundary(self, engine: EngineBase, commit: Commit) -> None:
+        driver = self.driver
+        log = engine.log
+        items = input_queue.read_queue(driver.view, log.conversation_id)
+        taken, kept = input_queue.steers(items)
+        if not taken:
+            return
+        commit.registers.append(input_queue.write_queue(driver.view, log.conversation_id, kept))
+        for item in taken:
+            images = [ImageContent(i["data"], i["mime_type"]) for i in item.get("images") or []]
+            commit.entries.append(
+                log.message_entry(user_text(item["prompt"], images), engine.request_id, input_id=item["input_id"])
+            )
+            receipt = log.receipts.get(item["input_id"])
+            payload = dict(receipt.payload if receipt else {}, status="placed", placed_in=engine.request_id)
+            commit.receipts.append(log.receipt(item["input_id"], payload))
+
+
+def _running_receipt(digest: str) -> dict[str, Any]:
+    return {"status": "running", "input_hash": digest}
+
+
+ActivityFactory = Callable[[], Any]

@@ -1,0 +1,299 @@
+"""Building the session snapshot from the projection (SPEC S3, S4); the shape is in ``snapshot``."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Literal
+
+from agentcore.engine.base import call_key
+from agentcore.session import queue as input_queue
+from agentcore.session.contexts import Context
+from agentcore.session.ledger import merged
+from agentcore.session.snapshot import (
+    MAX_HISTORY,
+    MAX_RECEIPTS,
+    MAX_TURNS,
+    ContextConfig,
+    ContextState,
+    ContextUsage,
+    PlanState,
+    QueuedInput,
+    SessionSnapshot,
+    SessionUsage,
+    TaskState,
+    TurnState,
+    UsageTotals,
+)
+
+if TYPE_CHECKING:
+    from agentcore.session.driver import SessionDriver
+
+TURN_STATUSES = ("queued", "running", "paused", "completed", "failed", "aborted", "withdrawn", "cancelled", "rejected")
+
+
+class SnapshotBuilder:
+    def __init__(self, driver: SessionDriver) -> None:
+        self.driver = driver
+        self._counter = 0
+
+    def revision(self) -> int:
+        """Strictly increasing per owner; a newer owner (higher fence) is always above."""
+        self._counter += 1
+        return (self.driver.view.fence << 32) | self._counter
+
+    def build(self) -> SessionSnapshot:
+        driver = self.driver
+        contexts = driver.contexts.all()
+        by_conversation = {c.conversation_id: c for c in driver.contexts.all(include_deleted=True)}
+        tasks: list[TaskState] = []
+        history: list[TaskState] = []
+        for context in contexts:
+            tasks.extend(self._tool_tasks(context))
+        child_tasks, child_history = self._subagent_tasks(contexts, by_conversation)
+        tasks.extend(child_tasks)
+        history.extend(child_history)
+        rows_active, rows_history = self._row_tasks(by_conversation)
+        tasks.extend(rows_active)
+        history.extend(rows_history)
+        tool_history = self._tool_history(contexts)
+        history.extend(tool_history)
+        history_total = len(history)
+        history = history[-MAX_HISTORY:]
+        turns, turns_total = self._turns(by_conversation)
+        main_log = driver.view.log(driver.contexts.main_conversation)
+        return SessionSnapshot(
+            owner_id=driver.view.owner_id,
+            revision=self.revision(),
+            contexts=[self._context(context) for context in contexts],
+            tasks=tasks,
+            history=history,
+            history_total=history_total,
+            turns=turns,
+            turns_total=turns_total,
+            plan=PlanState.model_validate(main_log.plan),
+            records=driver.runtime.records(),
+            receipts=self._receipts(),
+            usage=self._usage(contexts),
+        )
+
+    # --- contexts ------------------------------------------------------------------------
+
+    def _context(self, context: Context) -> ContextState:
+        driver = self.driver
+        log = driver.view.log(context.conversation_id)
+        op = log.op
+        queue = input_queue.read_queue(driver.view, context.conversation_id)
+        status: Literal["idle", "running", "paused", "queued"]
+        if op is None:
+            status = "queued" if queue else "idle"
+        else:
+            status = "paused" if op.get("phase") == "paused" else "running"
+        meter = driver.meters.get(context.conversation_id)
+        usage = meter.usage() if meter is not None else None
+        config = driver.config_of(context.conversation_id)
+        forked_from = None
+        if context.base is not None:
+            source = driver.contexts.by_conversation(context.base["conversation"])
+            forked_from = {"target_id": source.target_id, "entry_id": context.base["entry"]}
+        return ContextState(
+            target_id=context.target_id,
+            conversation_id=context.conversation_id,
+            kind=context.kind,
+            parent_target_id=context.parent_target_id,
+            label=context.label,
+            status=status,
+            request_id=op["request_id"] if op else None,
+            context_usage=ContextUsage(**usage) if usage else None,
+            config=ContextConfig(
+                version=int(config.get("version", 0)), model=config.get("model"), effort=config.get("effort")
+            ),
+            queue=[QueuedInput(**input_queue.preview(item)) for item in queue],
+            plan=PlanState.model_validate(log.plan),
+            forked_from=forked_from,
+        )
+
+    # --- tasks ---------------------------------------------------------------------------
+
+    def _tool_tasks(self, context: Context) -> list[TaskState]:
+        """The open turn's tool calls: submitted arguments, running once their intent is durable."""
+        log = self.driver.view.log(context.conversation_id)
+        op = log.op
+        if op is None or op.get("phase") not in ("tools", "paused") or not op.get("tool_calls"):
+            return []
+        stopping = log.cancel_marker is not None
+        out = []
+        for call in op["tool_calls"]:
+            key = call_key(op["request_id"], op["step"], call["index"])
+            if key in log.results:
+                continue
+            known = log.open_call(call["id"])
+            task_id = known["task_id"] if known else f"{str(op.get('assistant_entry', ''))[:12]}:{call['id']}"
+            status = "running" if key in log.intents else "pending"
+            if (op.get("pending") or {}).get("approval_id") == key:
+                status = "waiting"
+            out.append(
+                TaskState(
+                    task_id=task_id,
+                    kind="tool",
+                    name=call["name"],
+                    status=status,
+                    stopping=stopping,
+                    target_id=context.target_id,
+                    request_id=op["request_id"],
+                    arguments=call["arguments"],
+                )
+            )
+        return out
+
+    def _tool_history(self, contexts: list[Context]) -> list[TaskState]:
+        out = []
+        for context in contexts:
+            log = self.driver.view.log(context.conversation_id)
+            for item in log.tool_history:
+                out.append(
+                    TaskState(
+                        task_id=item["task_id"],
+                        kind="tool",
+                        name=item["name"],
+                        status=item["status"],
+                        target_id=context.target_id,
+                        request_id=item.get("request_id"),
+                        arguments=item["arguments"],
+                        result=item["result"],
+                    )
+                )
+        return out
+
+    def _subagent_tasks(
+        self, contexts: list[Context], by_conversation: dict[str, Context]
+    ) -> tuple[list[TaskState], list[TaskState]]:
+        driver = self.driver
+        active: list[TaskState] = []
+        done: list[TaskState] = []
+        for child in by_conversation.values():
+            if child.kind != "subagent":
+                continue
+            log = driver.view.log(child.conversation_id)
+            receipt = driver.view.receipts.get(f"{child.conversation_id}:task")
+            final = (receipt.payload.get("final") if receipt else None) or {}
+            status = final.get("status") or ("paused" if (log.op or {}).get("phase") == "paused" else "running")
+            parent = by_conversation.get(_parent_conversation(child.conversation_id))
+            task = TaskState(
+                task_id=child.conversation_id,
+                kind="subagent",
+                name=child.label or "subagent",
+                status=status,
+                stopping=log.cancel_marker is not None and not final,
+                target_id=child.target_id,
+                parent_task_id=f"{child.owner_call!s}" if child.owner_call else None,
+                request_id=f"{child.conversation_id}:task",
+                arguments={"task": child.label, "background": child.background},
+                result=final.get("text") if final.get("status") == "completed" else None,
+                error=final.get("error"),
+                background=child.background,
+                detail={
+                    "parent_target_id": parent.target_id if parent else child.parent_target_id,
+                    "tools": list(child.tools or ()),
+                    "deleted": child.deleted,
+                },
+            )
+            (done if final else active).append(task)
+        return active, done
+
+    def _row_tasks(self, by_conversation: dict[str, Context]) -> tuple[list[TaskState], list[TaskState]]:
+        """Task rows of the store: background compactions and durable tasks (extensions)."""
+        driver = self.driver
+        active: list[TaskState] = []
+        done: list[TaskState] = []
+        for row in driver.view.tasks.values():
+            payload = row.payload
+            context = by_conversation.get(row.conversation_id)
+            target_id = context.target_id if context else 0
+            kind: Literal["compaction", "task"] = "compaction" if payload.get("kind") == "compaction" else "task"
+            status = str(payload.get("status", "running"))
+            terminal = status in ("completed", "failed", "aborted", "orphaned", "cancelled")
+            task = TaskState(
+                task_id=row.task_id,
+                kind=kind,
+                name=str(payload.get("name", kind)),
+                status=status,
+                stopping=bool(payload.get("stopping")) and not terminal,
+                target_id=target_id,
+                parent_task_id=payload.get("parent_id"),
+                arguments=payload.get("input"),
+                result=outcome.get("result") if isinstance(outcome := payload.get("outcome"), dict) else None,
+                error=payload.get("error"),
+                background=bool(payload.get("background")),
+                detail={k: v for k, v in payload.items() if k not in ("input", "name", "status", "kind")},
+            )
+            (done if terminal else active).append(task)
+        return active, done
+
+    # --- turns, receipts, usage -------------------------------------------------------------
+
+    def _turns(self, by_conversation: dict[str, Context]) -> tuple[list[TurnState], int]:
+        driver = self.driver
+        turns: list[TurnState] = []
+        total = 0
+        for request_id in reversed(driver.view.receipts):
+            receipt = driver.view.receipts[request_id]
+            payload = receipt.payload
+            control = payload.get("control")
+            if control is not None and control.get("type") != "submit":
+                continue
+            if payload.get("status") not in TURN_STATUSES and payload.get("status") != "placed":
+                continue
+            total += 1
+            if len(turns) >= MAX_TURNS:
+                continue
+            final = payload.get("final") or {}
+            context = by_conversation.get(receipt.conversation_id)
+            status = str(payload.get("status"))
+            turns.append(
+                TurnState(
+                    request_id=request_id,
+                    target_id=context.target_id if context else 0,
+                    status=status,
+                    reason=final.get("error_code") if status != "completed" else None,
+                    detail=final.get("error") if status != "completed" else None,
+                    usage=UsageTotals(**driver.ledger.request(request_id)),
+                )
+            )
+        turns.reverse()
+        return turns, total
+
+    def _receipts(self) -> list[dict[str, Any]]:
+        out = []
+        for request_id in reversed(self.driver.view.receipts):
+            control = self.driver.view.receipts[request_id].payload.get("control")
+            if control is not None:
+                out.append(dict(control["receipt"]))
+                if len(out) >= MAX_RECEIPTS:
+                    break
+        out.reverse()
+        return out
+
+    def _usage(self, contexts: list[Context]) -> list[SessionUsage]:
+        driver = self.driver
+        everything = driver.contexts.all(include_deleted=True)
+        out = []
+        for context in contexts:
+            own = driver.ledger.conversation(context.conversation_id)
+            children = [c for c in everything if c.kind == "subagent" and _descends(c, context, everything)]
+            total = merged(itertools.chain([own], (driver.ledger.conversation(c.conversation_id) for c in children)))
+            out.append(SessionUsage(target_id=context.target_id, own=UsageTotals(**own), total=UsageTotals(**total)))
+        return out
+
+
+def _parent_conversation(conversation_id: str) -> str:
+    return conversation_id.split("/sub/", 1)[0] if "/sub/" in conversation_id else ""
+
+
+def _descends(child: Context, ancestor: Context, contexts: list[Context]) -> bool:
+    by_target = {c.target_id: c for c in contexts}
+    current: Context | None = child
+    while current is not None and current.parent_target_id is not None:
+        if current.parent_target_id == ancestor.target_id:
+            return True
+        current = by_target.get(current.parent_target_id)
+    return False
