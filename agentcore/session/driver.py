@@ -198,12 +198,13 @@ class SessionDriver:
     async def _pump(self, *, until_idle: bool) -> AsyncIterator[AgentEvent]:
         self.ensure_activities()
         while True:
+            if (until_idle and self._idle() and self._bus.empty()) or (
+                not until_idle and self._stop_serving.is_set()
+            ):
+                yield self.session_event()  # the last event: the settled state
+                return
             if self._dirty:
                 yield self.session_event()
-            if until_idle and self._idle() and self._bus.empty():
-                return
-            if not until_idle and self._stop_serving.is_set():
-                return
             item = await self._bus.get()
             if isinstance(item, _Failed):
                 raise item.error

@@ -118,7 +118,6 @@ class TurnState(_Model):
     status: str
     reason: str | None = None
     detail: str | None = None
-    prompt: str = ""
     usage: UsageTotals = Field(default_factory=UsageTotals)
 
 

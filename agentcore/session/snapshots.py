@@ -241,7 +241,7 @@ class SnapshotBuilder:
             control = payload.get("control")
             if control is not None and control.get("type") != "submit":
                 continue
-            if payload.get("status") not in TURN_STATUSES and payload.get("status") != "placed":
+            if payload.get("status") not in TURN_STATUSES:  # a placed steer joined another turn
                 continue
             total += 1
             if len(turns) >= MAX_TURNS:
