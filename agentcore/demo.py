@@ -104,6 +104,10 @@ def _call(body: dict[str, Any], name: str, arguments: dict[str, Any]) -> list[St
     return [ToolCall(name, arguments), _usage(body, str(arguments)), Stop("tool_use")]
 
 
+def _entries(count: int) -> str:
+    return "1 entry" if count == 1 else f"{count} entries"
+
+
 def _plan(user: str) -> str:
     topic = user.strip().splitlines()[0][:80] if user.strip() else "the task"
     if "reviewer rejected" in user.lower():
@@ -151,7 +155,7 @@ def demo_responder(request: RecordedRequest) -> list[Step]:
         if readme and not read_done and "read" in tools:
             return _call(body, "read", {"path": readme.rstrip("/")})
         shown = ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
-        summary = f"I listed the workspace: {len(names)} entries ({shown or 'empty'})."
+        summary = f"I listed the workspace: {_entries(len(names))} ({shown or 'empty'})."
         if read_done and len(outputs) > 1:
             lines = [re.sub(r"^\s*\d+\t", "", ln) for ln in str(outputs[-1].get("output", "")).splitlines()]
             first = next((ln for ln in lines if ln.strip()), "")
