@@ -2,26 +2,36 @@
 """One-command set-up for newcomers and CI: ``python3 dev.py studio`` / ``python3 dev.py test``.
 
 Only the standard library is used here, because this runs before anything is installed.
-Both commands are idempotent: the virtual environment in ``.venv`` is reused and packages
-are reinstalled only when ``pyproject.toml`` changed. ``test`` also installs the Debian
-packages the suite needs (Chromium for browser tests, redis-server for scale-mode tests)
-when they are missing and we may use apt (root).
+``studio`` installs the runtime and the ``studio`` extra; ``test`` installs the ``test`` extra
+(which includes ``studio``, ``mcp`` and ``codemode``) and the Debian packages the suite needs
+(Chromium for browser tests, redis-server for scale-mode tests) when they are missing and we
+may use apt (root).
+
+Both commands are idempotent: the virtual environment in ``.venv`` is reused, and packages are
+reinstalled only when ``pyproject.toml`` changed or a command needs an extra that is not
+installed yet. The stamp records the ``pyproject.toml`` hash and the extras installed from it,
+so after ``test`` (whose extra includes ``studio``) a ``studio`` run installs nothing, and
+switching back and forth never reinstalls. A reinstall keeps every extra installed before.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 STAMP = VENV / ".installed-from"
+EXTRAS = {"studio": ("studio",), "test": ("test",)}  # what each command installs besides the runtime
 APT_PACKAGES = {"chromium": "/usr/bin/chromium", "redis-server": "/usr/bin/redis-server"}
 
 
@@ -30,18 +40,66 @@ def _run(*cmd: str | os.PathLike[str], env: dict[str, str] | None = None) -> Non
     subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True, env=env)
 
 
-def ensure_venv(extras: str) -> None:
+def _extras_closure(extras: set[str], optional: dict[str, list[str]], project: str) -> set[str]:
+    """``extras`` plus every extra they pull in by naming this project (``project[a,b]``)."""
+    own = re.compile(rf"^\s*{re.escape(_normalize(project))}\s*\[([^\]]*)\]")
+    closed: set[str] = set()
+    pending = list(extras)
+    while pending:
+        extra = pending.pop()
+        if extra in closed:
+            continue
+        closed.add(extra)
+        for requirement in optional.get(extra, []):
+            match = own.match(_normalize(requirement))
+            if match:
+                pending.extend(name.strip() for name in match.group(1).split(",") if name.strip())
+    return closed
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pending_install(pyproject: bytes, stamp: str | None, needed: set[str]) -> tuple[set[str], str] | None:
+    """What to install so that ``needed`` extras are present: ``None`` when the venv already has
+    them (same ``pyproject.toml``, and the installed extras include them, directly or through
+    another extra), else the extras to install and the stamp to write after installing them."""
+    import tomllib
+
+    project: dict[str, Any] = tomllib.loads(pyproject.decode())["project"]
+    optional: dict[str, list[str]] = project.get("optional-dependencies", {})
+    unknown = needed - set(optional)
+    if unknown:
+        raise ValueError(f"pyproject.toml has no extra {sorted(unknown)}")
+    digest = hashlib.sha256(pyproject).hexdigest()
+    try:
+        recorded = json.loads(stamp) if stamp else {}
+    except ValueError:  # a stamp from an older dev.py (a bare hash): reinstall once
+        recorded = {}
+    if not isinstance(recorded, dict):
+        recorded = {}
+    installed = {e for e in recorded.get("extras", []) if e in optional}
+    if recorded.get("pyproject") == digest and needed <= _extras_closure(installed, optional, project["name"]):
+        return None
+    extras = needed | installed
+    return extras, json.dumps({"pyproject": digest, "extras": sorted(extras)})
+
+
+def ensure_venv(*needed: str) -> None:
     if sys.version_info < (3, 11):  # noqa: UP036 - this script runs before any venv exists
         sys.exit(f"Python >= 3.11 is required (this is {sys.version.split()[0]})")
     if not PY.exists():
         venv.EnvBuilder(with_pip=True, clear=False).create(VENV)
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == wanted:
+    stamp = STAMP.read_text() if STAMP.exists() else None
+    plan = pending_install((ROOT / "pyproject.toml").read_bytes(), stamp, set(needed))
+    if plan is None:
         return
+    extras, new_stamp = plan
     _run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    target = f".[{extras}]" if extras else "."
+    target = f".[{','.join(sorted(extras))}]" if extras else "."
     _run(PY, "-m", "pip", "install", "--quiet", "-e", target)
-    STAMP.write_text(wanted)
+    STAMP.write_text(new_stamp)
 
 
 def ensure_debian_packages() -> None:
@@ -57,12 +115,12 @@ def ensure_debian_packages() -> None:
 
 
 def cmd_studio(args: list[str]) -> None:
-    ensure_venv("")
+    ensure_venv(*EXTRAS["studio"])
     os.execv(str(PY), [str(PY), "manage.py", "studio", *args])
 
 
 def cmd_test(args: list[str]) -> None:
-    ensure_venv("test")
+    ensure_venv(*EXTRAS["test"])
     ensure_debian_packages()
     _run(PY, "-m", "ruff", "check", ".")
     _run(PY, "-m", "mypy", "--strict", "agentcore")

@@ -3,21 +3,64 @@
 ``await create_agent(...)`` returns an ``AgentRuntime`` that owns the whole tool loop; feed it
 ``AgentInput``s and consume the typed events of ``run()``. Everything here is re-exported
 from submodules; nothing else is public API.
+
+The names are resolved on first use (PEP 562), so ``import agentcore`` — done by every tool
+that only needs, say, ``agentcore.models`` or the CLI's ``--help`` — costs almost nothing,
+and a program pays only for the parts it touches. The test doubles (``agentcore.testing``)
+and the offline demo's fake server are never loaded unless a test or the demo uses them.
 """
 
-from agentcore.compact import compact_agent_messages
-from agentcore.context.estimate import estimate_agent_context_tokens
-from agentcore.errors import AgentError, ExecutionAborted, InputValidationError, ToolError, UserInputRequired
-from agentcore.events import AgentEvent, RunEndEvent
-from agentcore.harness.backup import export_agent_database, import_agent_database
-from agentcore.harness.storage import AgentStorage, StorageFactory
-from agentcore.host import AgentHost
-from agentcore.inputs import AgentInput, AskResume, ImageInput, PlanResume, ToolApprovalResume
-from agentcore.models.attributes import ModelAttributes, parse_model_attributes
-from agentcore.offline import cancel_agent_conversation
-from agentcore.runtime import AgentRuntime, create_agent
-from agentcore.sync import run_sync
-from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition, ToolResult
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentcore.compact import compact_agent_messages
+    from agentcore.context.estimate import estimate_agent_context_tokens
+    from agentcore.errors import AgentError, ExecutionAborted, InputValidationError, ToolError, UserInputRequired
+    from agentcore.events import AgentEvent, RunEndEvent
+    from agentcore.harness.backup import export_agent_database, import_agent_database
+    from agentcore.harness.storage import AgentStorage, StorageFactory
+    from agentcore.host import AgentHost
+    from agentcore.inputs import AgentInput, AskResume, ImageInput, PlanResume, ToolApprovalResume
+    from agentcore.models.attributes import ModelAttributes, parse_model_attributes
+    from agentcore.offline import cancel_agent_conversation
+    from agentcore.runtime import AgentRuntime, create_agent
+    from agentcore.sync import run_sync
+    from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition, ToolResult
+
+_EXPORTS: dict[str, str] = {
+    "AgentError": "agentcore.errors",
+    "AgentEvent": "agentcore.events",
+    "AgentHost": "agentcore.host",
+    "AgentInput": "agentcore.inputs",
+    "AgentRuntime": "agentcore.runtime",
+    "AgentStorage": "agentcore.harness.storage",
+    "AgentTool": "agentcore.tools.base",
+    "AskResume": "agentcore.inputs",
+    "ExecutionAborted": "agentcore.errors",
+    "ImageInput": "agentcore.inputs",
+    "InputValidationError": "agentcore.errors",
+    "ModelAttributes": "agentcore.models.attributes",
+    "PlanResume": "agentcore.inputs",
+    "RunEndEvent": "agentcore.events",
+    "StorageFactory": "agentcore.harness.storage",
+    "ToolApprovalResume": "agentcore.inputs",
+    "ToolContext": "agentcore.tools.base",
+    "ToolDefinition": "agentcore.tools.base",
+    "ToolError": "agentcore.errors",
+    "ToolResult": "agentcore.tools.base",
+    "UserInputRequired": "agentcore.errors",
+    "cancel_agent_conversation": "agentcore.offline",
+    "compact_agent_messages": "agentcore.compact",
+    "create_agent": "agentcore.runtime",
+    "estimate_agent_context_tokens": "agentcore.context.estimate",
+    "export_agent_database": "agentcore.harness.backup",
+    "import_agent_database": "agentcore.harness.backup",
+    "parse_model_attributes": "agentcore.models.attributes",
+    "run_sync": "agentcore.sync",
+}
 
 __all__ = [
     "AgentError",
@@ -50,3 +93,17 @@ __all__ = [
     "parse_model_attributes",
     "run_sync",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the submodule that defines ``name`` and cache the value as a module attribute."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentcore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

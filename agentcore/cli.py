@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from agentcore.errors import AgentError, InputValidationError
@@ -25,7 +26,7 @@ from agentcore.events import (
 )
 from agentcore.host import AgentHost
 from agentcore.inputs import AgentInput, AskResume
-from agentcore.runtime import create_agent
+from agentcore.runtime import AgentRuntime, create_agent
 
 EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "aborted": 130}
 
@@ -145,6 +146,26 @@ def _brief(arguments: dict[str, Any] | None) -> str:
     return f"{key}={str(arguments[key])[:60]!r}"
 
 
+def _check_answerable(args: argparse.Namespace) -> None:
+    """``--answer`` resumes a paused request in an existing store: refuse before opening anything
+    (opening a missing ``--database`` would create an empty store)."""
+    if not args.request_id:
+        raise InputValidationError("--answer needs the --request-id of the paused request", field="request_id")
+    if not args.database or not Path(args.database).exists():
+        where = f"--database {args.database!r} does not exist" if args.database else "no --database was given"
+        raise InputValidationError(f"no paused request {args.request_id}: {where}", field="request_id")
+
+
+def _input(args: argparse.Namespace, answers: dict[str, list[str] | str] | None, runtime: AgentRuntime) -> AgentInput:
+    """A new prompt, or answers for the request the store holds paused (and no other: answers
+    for an unknown id would otherwise start a new run with an empty prompt)."""
+    if answers is None:
+        return AgentInput(prompt=args.prompt, request_id=args.request_id, agent="plan" if args.plan else None)
+    if runtime.pending_request_id != args.request_id:
+        raise InputValidationError(f"no paused request {args.request_id} in {args.database}", field="request_id")
+    return AgentInput(request_id=args.request_id, ask_resume=AskResume(answers=answers))
+
+
 async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     printer = TerminalPrinter(out, err)
     abort = asyncio.Event()
@@ -154,13 +175,14 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread
         pass
     options = _options(args)
+    answers = _answers(args.answer) if args.answer else None
+    if answers is not None:
+        _check_answerable(args)
     runtime = await create_agent(**options)
     if options.get("provider") == "demo":
         err.write("(offline demo model — no API key needed; pass --provider/--model for a real one)\n")
     try:
-        input = AgentInput(prompt=args.prompt, request_id=args.request_id, agent="plan" if args.plan else None)
-        if args.answer:
-            input = AgentInput(request_id=args.request_id, ask_resume=AskResume(answers=_answers(args.answer)))
+        input = _input(args, answers, runtime)
         async for event in runtime.run(input, AgentHost(abort_signal=abort)):
             printer(event)
     finally:

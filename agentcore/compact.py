@@ -17,25 +17,12 @@ from agentcore.context.compaction import plan_compaction, should_compact, summar
 from agentcore.context.estimate import estimate_agent_context_tokens
 from agentcore.engine.compaction import CompactionSettings, summarize, summary_max_tokens
 from agentcore.engine.usage import usage_payload
-from agentcore.errors import MODEL_ERROR, AgentError, ExecutionAborted, InputValidationError
-from agentcore.messages import AssistantMessage, Message, message_from_dict, message_to_dict
+from agentcore.errors import MODEL_ERROR, AgentError, ExecutionAborted
+from agentcore.messages import AssistantMessage, Message, message_to_dict, parse_messages
 from agentcore.models import resolve_model
 from agentcore.models.attributes import ResolvedModel, parse_model_attributes
 from agentcore.providers.base import ProviderFailure
 from agentcore.providers.registry import ProviderRegistry
-
-
-def _parse(messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
-    parsed: list[Message] = []
-    for index, raw in enumerate(messages):
-        if isinstance(raw, dict):
-            try:
-                parsed.append(message_from_dict(raw))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise InputValidationError(f"messages.{index}: {exc}", field=f"messages.{index}") from exc
-        else:
-            parsed.append(raw)
-    return parsed
 
 
 async def compact_agent_messages(
@@ -62,7 +49,7 @@ async def compact_agent_messages(
     off or comes back empty, and ``ExecutionAborted`` when ``abort`` is set; nothing is lost —
     the caller still has its original messages.
     """
-    transcript = _parse(messages)
+    transcript = parse_messages(messages)
     target = resolved_model or resolve_model(
         provider=provider,
         model=model,

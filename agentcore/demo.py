@@ -5,17 +5,22 @@ It is served by the scripted fake provider server on 127.0.0.1 and reached throu
 "brain" is a small rule set over the request: asked about files, it calls ``ls`` then
 ``read`` and summarises what it saw; in plan mode it asks nothing and writes a short
 numbered plan; otherwise it answers briefly. Every UI labels it "offline demo model".
+
+The runtime imports this module on every start, so it loads the fake server and its step
+types only when a demo model is actually served (``DemoServer``, ``demo_responder``).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentcore.models.attributes import ModelAttributes
-from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
-from agentcore.testing.steps import Step, Stop, Text, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from agentcore.testing.fake_server import RecordedRequest
+    from agentcore.testing.steps import Step, Usage
 
 DEMO_LABEL = "Offline demo model"
 DEMO_WINDOW = 32_000
@@ -77,6 +82,8 @@ def _tool_names(body: dict[str, Any]) -> set[str]:
 
 
 def _usage(body: dict[str, Any], answer: str) -> Usage:
+    from agentcore.testing.steps import Usage
+
     prompt_chars = len(str(body.get("instructions", ""))) + len(str(body.get("input", "")))
     return Usage(input=max(1, prompt_chars // 4), output=max(1, len(answer) // 4))
 
@@ -84,13 +91,21 @@ def _usage(body: dict[str, Any], answer: str) -> Usage:
 def _say(body: dict[str, Any], text: str) -> list[Step]:
     """Stream ``text`` in small chunks; AGENTCORE_DEMO_DELAY_MS paces them (default 15 ms) so
     the demo streams visibly like a real model, and 0 makes it instant (tests, benchmarks)."""
+    from agentcore.testing.steps import Stop, Text
+
     chunk = int(os.environ.get("AGENTCORE_DEMO_CHUNK", "12") or 12)
     delay_ms = float(os.environ.get("AGENTCORE_DEMO_DELAY_MS", "15") or 0)
     return [Text(text, chunk_size=max(1, chunk), pace_s=max(0.0, delay_ms) / 1000), _usage(body, text), Stop("stop")]
 
 
 def _call(body: dict[str, Any], name: str, arguments: dict[str, Any]) -> list[Step]:
+    from agentcore.testing.steps import Stop, ToolCall
+
     return [ToolCall(name, arguments), _usage(body, str(arguments)), Stop("tool_use")]
+
+
+def _entries(count: int) -> str:
+    return "1 entry" if count == 1 else f"{count} entries"
 
 
 def _plan(user: str) -> str:
@@ -140,7 +155,7 @@ def demo_responder(request: RecordedRequest) -> list[Step]:
         if readme and not read_done and "read" in tools:
             return _call(body, "read", {"path": readme.rstrip("/")})
         shown = ", ".join(names[:8]) + (" …" if len(names) > 8 else "")
-        summary = f"I listed the workspace: {len(names)} entries ({shown or 'empty'})."
+        summary = f"I listed the workspace: {_entries(len(names))} ({shown or 'empty'})."
         if read_done and len(outputs) > 1:
             lines = [re.sub(r"^\s*\d+\t", "", ln) for ln in str(outputs[-1].get("output", "")).splitlines()]
             first = next((ln for ln in lines if ln.strip()), "")
@@ -158,6 +173,8 @@ class DemoServer:
     """A fake provider server answering with ``demo_responder``, on its own thread."""
 
     def __init__(self) -> None:
+        from agentcore.testing.fake_server import FakeProviderServer
+
         self._server = FakeProviderServer(responder=demo_responder)
         self._server.start_in_thread()
 

@@ -12,8 +12,11 @@ thinking.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
+
+from agentcore.errors import InputValidationError
 
 StopReason: TypeAlias = Literal["stop", "length", "tool_use", "error", "aborted", "pause_turn"]
 
@@ -262,3 +265,29 @@ def message_from_dict(data: dict[str, Any]) -> Message:
             structured_content=data.get("structured_content"),
         )
     raise ValueError(f"unknown message role {role!r}")
+
+
+def parse_messages(messages: Iterable[Message | Mapping[str, Any]], *, path: str = "messages") -> list[Message]:
+    """Message objects as they are, message dicts (``message_to_dict``'s and so
+    ``read_transcript``'s format; extra keys such as ``synthetic`` are ignored) parsed.
+
+    Public functions taking a transcript accept both, since a host holds whichever its source
+    gave it. Anything else is ``input_validation`` naming ``<path>.<index>``.
+    """
+    parsed: list[Message] = []
+    for index, raw in enumerate(messages):
+        if isinstance(raw, UserMessage | AssistantMessage | ToolResultMessage):
+            parsed.append(raw)
+            continue
+        where = f"{path}.{index}"
+        if not isinstance(raw, Mapping):
+            raise InputValidationError(
+                f"{where} must be a message or a message dict, not {type(raw).__name__}", field=where
+            )
+        try:
+            parsed.append(message_from_dict(dict(raw)))
+        except KeyError as exc:
+            raise InputValidationError(f"{where}: missing key {exc}", field=where) from exc
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InputValidationError(f"{where}: {exc}", field=where) from exc
+    return parsed

@@ -44,6 +44,7 @@ from agentcore.messages import (
     ToolResultMessage,
     Usage,
     UserContent,
+    parse_messages,
 )
 
 __all__ = [
@@ -362,7 +363,7 @@ def estimate_static_context_tokens(
 
 
 def estimate_agent_context_tokens(
-    messages: Sequence[Message],
+    messages: Iterable[Message | Mapping[str, Any]],
     *,
     system_prompt: str = "",
     tools: Iterable[ToolSpec | Mapping[str, Any]] | None = None,
@@ -371,10 +372,13 @@ def estimate_agent_context_tokens(
     """Estimated context size of a transcript with no usage at all (public API, C2).
 
     The sum of the static context (system prompt, named prompt ``sections`` as name → text or
-    plain texts, ``tools`` definitions) and every message. Pure; the same result every call.
+    plain texts, ``tools`` definitions) and every message. ``messages`` may be message objects
+    or message dicts — the format ``AgentRuntime.read_transcript()`` returns — or a mix; the
+    estimate is the same either way. An entry that is neither is ``input_validation`` naming
+    ``messages.<index>``. Pure; the same result every call.
     """
     return estimate_static_context_tokens(system_prompt=system_prompt, tools=tools, sections=sections) + sum(
-        estimate_message_tokens(message) for message in messages
+        estimate_message_tokens(message) for message in parse_messages(messages)
     )
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "KNOWN_MODELS",
     "ModelAttributes",
     "ResolvedModel",
+    "check_api_key",
     "clamp_effort",
     "normalize_effort",
     "parse_model_attributes",
@@ -50,6 +51,25 @@ def _merge(base: ModelAttributes | None, override: ModelAttributes | None) -> Mo
     return ModelAttributes.model_validate(data)
 
 
+def check_api_key(provider: str, base_url: str, api_key: str | None) -> None:
+    """Refuse a built-in provider's own endpoint with no key (SPEC R4).
+
+    Anthropic's and OpenAI's public APIs always need one; without it every request would be
+    refused (or, offline, never connect) and the retry policy would spend its whole budget
+    before the run failed. So it is an ``input_validation`` error up front, naming the
+    environment variable to set. Custom endpoints (``base_url`` other than the provider's
+    own, e.g. a local server or a gateway) often need no key and are not checked.
+    """
+    variable = API_KEY_ENV.get(provider)
+    if variable is None or (api_key is not None and api_key.strip()):
+        return
+    if base_url.rstrip("/") != DEFAULT_BASE_URLS[provider].rstrip("/"):
+        return
+    raise InputValidationError(
+        f"provider {provider!r} needs an API key: set {variable} (or pass api_key)", field="api_key"
+    )
+
+
 def resolve_model(
     *,
     provider: str | None,
@@ -67,7 +87,8 @@ def resolve_model(
 
     Precedence (SPEC M2): explicit ``context_window``/``max_tokens`` > per-run attributes >
     runtime attributes > catalog entry > fallback. Raises ``input_validation`` when no model
-    can be determined or a custom endpoint lacks ``base_url``.
+    can be determined, a custom endpoint lacks ``base_url``, or a built-in provider's own
+    endpoint has no API key (``check_api_key``).
     """
     env = os.environ if environ is None else environ
     if provider is None and model is None:
@@ -89,6 +110,7 @@ def resolve_model(
     if url is None:
         raise InputValidationError(f"base_url is required for the custom provider {provider!r}", field="base_url")
     key = api_key if api_key is not None else env.get(API_KEY_ENV.get(provider, ""), None)
+    check_api_key(provider, url, key)
 
     attrs = _merge(runtime_attributes, run_attributes)
     cost = (

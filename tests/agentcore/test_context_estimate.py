@@ -443,3 +443,49 @@ def test_streaming_usage_counts_cjk_and_tool_calls() -> None:
     stream.add_tool_call("write")
     stream.add_text('{"path": "notes.md"}')
     assert stream.tokens >= MESSAGE_OVERHEAD_TOKENS + 100 + 8
+
+
+async def test_public_estimate_accepts_the_runtimes_own_transcript_format(make_agent, fake_server) -> None:
+    """C2/R2: ``estimate_agent_context_tokens(runtime.read_transcript())`` works — message dicts,
+    thinking, tool calls and tool results included — and equals the estimate of the same
+    transcript as message objects (and of a mix of both)."""
+    from agentcore import AgentInput
+    from agentcore.messages import message_from_dict
+    from agentcore.testing.steps import Stop, Text, Thinking
+    from agentcore.testing.steps import ToolCall as ToolCallStep
+    from tests.helpers import collect, final
+
+    fake_server.enqueue(
+        [Thinking("look first"), ToolCallStep("ls", {"path": "."}, id="call_1"), Stop("tool_use")],
+        [Text("Two files: README.md and main.py.")],
+    )
+    agent = await make_agent()
+    assert final(await collect(agent, AgentInput(prompt="what files are here?", request_id="r1"))).status == "completed"
+    transcript = agent.read_transcript()
+    assert [m["role"] for m in transcript] == ["user", "assistant", "tool_result", "assistant"]
+
+    from_dicts = estimate_agent_context_tokens(transcript, system_prompt="be brief")
+    objects = [message_from_dict(m) for m in transcript]
+    assert from_dicts == estimate_agent_context_tokens(objects, system_prompt="be brief")
+    assert from_dicts == estimate_agent_context_tokens(
+        [objects[0], *transcript[1:3], objects[3]], system_prompt="be brief"
+    )
+    assert from_dicts > estimate_agent_context_tokens(transcript[:1], system_prompt="be brief")
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"content": []}, "messages.1"),
+        ({"role": "robot", "content": []}, "messages.1"),
+        ({"role": "user", "content": [{"type": "video"}]}, "messages.1"),
+        ({"role": "user", "content": "a plain string is not a content list"}, "messages.1"),
+        ("just text", "messages.1"),
+        (None, "messages.1"),
+    ],
+)
+def test_public_estimate_names_a_malformed_message(bad: Any, field: str) -> None:
+    """C2: an entry that is neither a message nor a message dict is input_validation naming it."""
+    with pytest.raises(InputValidationError) as info:
+        estimate_agent_context_tokens([user_text("fine"), bad])
+    assert info.value.field == field

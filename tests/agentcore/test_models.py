@@ -154,3 +154,49 @@ def test_thinking_level_map_null_marks_unsupported() -> None:
     assert resolve_effort("ultra", None, model) == "high"
     assert resolve_effort("", "high", model) is None
     assert resolve_effort(None, "low", model) == "low"
+
+
+@pytest.mark.parametrize(("provider", "variable"), [("anthropic", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")])
+@pytest.mark.parametrize("environ", [{}, {"ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": "  "}])
+def test_builtin_provider_without_key_is_input_validation_naming_the_variable(
+    provider: str, variable: str, environ: dict[str, str]
+) -> None:
+    """R4: a built-in provider's own endpoint with no key (unset or blank) fails up front, naming
+    the environment variable — not after a retry budget of refused or unreachable requests."""
+    with pytest.raises(InputValidationError) as info:
+        resolve_model(provider=provider, model=None, base_url=None, api_key=None, api_kind=None, environ=environ)
+    assert info.value.field == "api_key"
+    assert variable in info.value.message
+    known_model = "claude-sonnet-4-5" if provider == "anthropic" else "gpt-5.1"
+    with pytest.raises(InputValidationError, match=variable):  # the provider implied by a catalog model id
+        resolve_model(provider=None, model=known_model, base_url=None, api_key=None, api_kind=None, environ=environ)
+
+
+def test_builtin_provider_key_from_argument_or_environment_is_enough() -> None:
+    """R4: an explicit ``api_key`` or the provider's variable satisfies the check."""
+    assert resolve_model(provider="openai", model=None, base_url=None, api_key="sk", api_kind=None, environ={})
+    model = resolve_model(
+        provider="anthropic", model=None, base_url=None, api_key=None, api_kind=None, environ={"ANTHROPIC_API_KEY": "k"}
+    )
+    assert model.api_key == "k"
+
+
+@pytest.mark.parametrize("base_url", ["http://127.0.0.1:8080/v1", "https://gateway.example/anthropic"])
+def test_custom_base_url_needs_no_key(base_url: str) -> None:
+    """R4: a built-in provider name on a custom endpoint (local server, gateway) may go keyless."""
+    model = resolve_model(provider="anthropic", model=None, base_url=base_url, api_key=None, api_kind=None, environ={})
+    assert model.api_key is None and model.base_url == base_url
+    model = resolve_model(provider="gw", model="m", base_url=base_url, api_key=None, api_kind=None, environ={})
+    assert model.api_key is None
+
+
+def test_the_provider_default_endpoint_given_explicitly_still_needs_a_key() -> None:
+    with pytest.raises(InputValidationError, match="OPENAI_API_KEY"):
+        resolve_model(
+            provider="openai",
+            model=None,
+            base_url="https://api.openai.com/v1/",
+            api_key=None,
+            api_kind=None,
+            environ={},
+        )
