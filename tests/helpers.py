@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentcore import AgentRuntime
-from agentcore.events import RunEndEvent
+from agentcore.events import RunEndEvent, SessionEvent
 
 
 class SleepRecorder:
@@ -23,7 +23,11 @@ async def collect(runtime: AgentRuntime, input: Any, host: Any = None) -> list[A
 
 
 def final(events: list[Any]) -> RunEndEvent:
+    """The run's end event: the last event, or in session mode the last end event before the
+    closing ``session`` snapshot."""
     last = events[-1]
+    if isinstance(last, SessionEvent):
+        last = next((e for e in reversed(events) if isinstance(e, RunEndEvent)), last)
     assert isinstance(last, RunEndEvent), f"the last event must be the end event, got {last!r}"
     return last
 
