@@ -331,6 +331,9 @@ class AgentRuntime:
             return
         op = log.op
         recovering = False
+        decision = input.plan_resume or input.ask_resume or input.tool_resume
+        if decision is not None and (op is None or op["request_id"] != request_id):
+            raise InputValidationError(f"no paused request {request_id!r}", field="request_id")
         if receipt is not None and op is not None and op["request_id"] == request_id:
             recovering = op["phase"] == "model"
         else:

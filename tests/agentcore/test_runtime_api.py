@@ -156,3 +156,14 @@ async def test_host_input_run_neither_reads_nor_writes_the_transcript(make_agent
     with pytest.raises(InputValidationError) as info:
         await collect(agent, AgentInput(prompt="x", host_input="not a list"))
     assert info.value.field == "host_input"
+
+
+async def test_a_decision_for_an_unknown_request_names_it(make_agent) -> None:
+    """I2/PL4: a resume payload for a request that is not paused here is refused, naming it."""
+    from agentcore import AgentInput, PlanResume
+
+    agent = await make_agent()
+    decision = AgentInput(request_id="nosuch", plan_resume=PlanResume(approval_id="a", approved=True))
+    with pytest.raises(InputValidationError) as info:
+        await collect(agent, decision)
+    assert info.value.field == "request_id" and "no paused request 'nosuch'" in info.value.message
