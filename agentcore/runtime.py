@@ -158,18 +158,27 @@ class AgentRuntime:
         self.log  # noqa: B018 - raises once closed
         self.meter.set_measurement(used, total)
 
-    def read_transcript(self) -> list[dict[str, Any]]:
+    def read_transcript(self, target_id: int | None = None, *, entry_ids: bool = False) -> list[dict[str, Any]]:
         """The model-visible context as message dicts (the store keeps the full history).
 
         Messages the runtime wrote itself (continuation prompts, plan decisions, compaction
         summaries) carry ``"synthetic": true`` so a UI can show them as notices, not user turns.
+        ``entry_ids=True`` adds each message's committed ``entry_id`` (what ``fork`` takes);
+        ``target_id`` reads another context of the session (a fork, a subagent).
         """
         log = self.log
+        if target_id is not None:
+            if self.session is None:
+                raise AgentError(SESSION_NOT_ENABLED, "target_id needs the session protocol")
+            log = self.log.view.log(self.session.contexts.by_target(target_id).conversation_id)
         out = []
-        for message, synthetic in zip(log.messages, log.message_synthetic, strict=True):
+        rows = zip(log.messages, log.message_synthetic, log.message_entry_ids, strict=True)
+        for message, synthetic, entry_id in rows:
             data = message_to_dict(message)
             if synthetic:
                 data["synthetic"] = True
+            if entry_ids:
+                data["entry_id"] = entry_id
             out.append(data)
         return out
 

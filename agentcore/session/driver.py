@@ -122,6 +122,7 @@ class SessionDriver:
         self._enter(host)
         self._serving = True
         self._stop_serving.clear()
+        self._dirty = True  # a host that attaches first sees the current state
         try:
             async for event in self._pump(until_idle=False):
                 yield event
@@ -290,6 +291,7 @@ class SessionDriver:
             if op.get("phase") == "paused":
                 return
             await self.drive(context, op)
+            self.control_handlers.apply_background_compaction(context)  # an input boundary
 
     async def drive(self, context: Context, op: dict[str, Any]) -> RunEndEvent | None:
         """Run ``op`` of ``context`` to its end (or pause); returns its final event."""

@@ -1,0 +1,227 @@
+"""The input queue: follow-up, steer, reject, withdraw, promote and their races (SPEC S2, S6)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentcore.testing.steps import Hang, Text, ToolCall
+from tests.agentcore.session_helpers import Gate, ends, last_snapshot, run_with, user_texts
+
+COMPLETIONS = "openai-completions"
+
+
+async def session_agent(make_agent, gate: Gate, **options):
+    return await make_agent(COMPLETIONS, session={}, extra_tools=[gate.tool()], **options)
+
+
+async def test_follow_up_while_busy_is_answered_in_the_same_run(make_agent, fake_server) -> None:
+    """S2/S6: a follow-up queued while the agent works starts the next turn; run() returns only
+    after it is answered."""
+    gate = Gate()
+    fake_server.enqueue([ToolCall("gate", {}, id="g")], [Text("first done")], [Text("second done")])
+    agent = await session_agent(make_agent, gate)
+    receipts = []
+
+    async def on_event(event) -> None:
+        if event.type == "tool" and event.phase == "start":
+            receipts.append(await agent.control({"type": "submit", "request_id": "f", "prompt": "also this"}))
+            snapshot = agent.snapshot()
+            assert snapshot["contexts"][0]["queue"][0]["input_id"] == "f"
+            gate.open()
+
+    events = await run_with(agent, {"prompt": "start", "request_id": "r"}, on_event)
+    assert receipts[0]["status"] == "queued"
+    assert [(e.request_id, e.status, e.text) for e in ends(events)] == [
+        ("r", "completed", "first done"),
+        ("f", "completed", "second done"),
+    ]
+    assert user_texts(fake_server.requests[2]) == ["start", "also this"]
+    assert user_texts(fake_server.requests[1]) == ["start"], "a follow-up never joins the running turn"
+    assert last_snapshot(events)["contexts"][0]["queue"] == []
+
+
+async def test_steer_joins_the_turn_at_the_next_tool_boundary(make_agent, fake_server) -> None:
+    """S2: a steer sent while a tool runs is in the very next model request of the same turn."""
+    gate = Gate()
+    fake_server.enqueue([ToolCall("gate", {}, id="g")], [Text("adjusted")])
+    agent = await session_agent(make_agent, gate)
+
+    async def on_event(event) -> None:
+        if event.type == "tool" and event.phase == "start":
+            await agent.control({"type": "submit", "request_id": "s", "prompt": "use tabs", "mode": "steer"})
+            gate.open()
+
+    events = await run_with(agent, {"prompt": "format it", "request_id": "r"}, on_event)
+    assert [e.request_id for e in ends(events)] == ["r"], "the steer made no turn of its own"
+    assert user_texts(fake_server.requests[1]) == ["format it", "use tabs"]
+    assert len(fake_server.requests) == 2
+    assert agent.log.receipts["s"].payload["status"] == "placed"
+
+
+async def test_steer_after_the_last_tool_boundary_starts_the_next_turn(make_agent, fake_server) -> None:
+    """S2: a steer that finds no further tool boundary in its turn is the next turn, first."""
+    fake_server.enqueue([Text("thinking..."), Hang()], [Text("answer one")], [Text("answer two")])
+    agent = await make_agent(COMPLETIONS, session={})
+    started = asyncio.Event()
+
+    async def on_event(event) -> None:
+        if event.type == "text_delta" and not started.is_set():
+            started.set()
+            await agent.control({"type": "submit", "request_id": "f", "prompt": "follow", "mode": "follow_up"})
+            await agent.control({"type": "submit", "request_id": "s", "prompt": "steer", "mode": "steer"})
+            fake_server.release()
+
+    events = await run_with(agent, {"prompt": "go", "request_id": "r"}, on_event)
+    assert [e.request_id for e in ends(events)] == ["r", "s", "f"]
+
+
+async def test_reject_is_refused_while_busy_and_accepted_when_idle(make_agent, fake_server) -> None:
+    """S2: mode reject refuses while busy (a durable receipt); in an idle session it is a turn."""
+    gate = Gate()
+    fake_server.enqueue([ToolCall("gate", {}, id="g")], [Text("done")], [Text("idle answer")])
+    agent = await session_agent(make_agent, gate)
+    receipts = []
+
+    async def on_event(event) -> None:
+        if event.type == "tool" and event.phase == "start":
+            receipts.append(await agent.control({"type": "submit", "request_id": "x", "prompt": "p", "mode": "reject"}))
+            gate.open()
+
+    events = await run_with(agent, "go", on_event)
+    assert receipts[0]["status"] == "rejected"
+    assert len(ends(events)) == 1 and len(fake_server.requests) == 2
+
+    serving = []
+    idle = []
+    async for event in agent.serve():  # a host lease: commands work with nothing running
+        serving.append(event)
+        if event.type == "session" and not idle:
+            idle.append(await agent.control({"type": "submit", "request_id": "y", "prompt": "now", "mode": "reject"}))
+        if event.type == "end":
+            agent.stop_serving()
+    assert idle[0]["status"] == "accepted"
+    assert [e.text for e in ends(serving)] == ["idle answer"]
+
+
+async def test_idle_steer_is_a_new_turn(make_agent, fake_server) -> None:
+    """S2: a steer with nothing running starts a normal turn (serve: a host lease)."""
+    fake_server.enqueue([Text("hello")])
+    agent = await make_agent(COMPLETIONS, session={})
+    events = []
+    receipts = []
+    async for event in agent.serve():
+        events.append(event)
+        if event.type == "session" and not receipts:
+            receipts.append(await agent.control({"type": "submit", "request_id": "s", "prompt": "hi", "mode": "steer"}))
+        if event.type == "end":
+            agent.stop_serving()
+    assert receipts[0]["status"] == "accepted"
+    assert [(e.request_id, e.text) for e in ends(events)] == [("s", "hello")]
+    assert events[-1].type == "session"
+
+
+async def test_withdraw_before_consumption_removes_the_input(make_agent, fake_server) -> None:
+    """S2 race, order 1: withdraw wins over consumption; the input is never sent."""
+    gate = Gate()
+    fake_server.enqueue([ToolCall("gate", {}, id="g")], [Text("done")])
+    agent = await session_agent(make_agent, gate)
+    receipts = []
+
+    async def on_event(event) -> None:
+        if event.type == "tool" and event.phase == "start":
+            await agent.control({"type": "submit", "request_id": "f", "prompt": "never sent"})
+            receipts.append(await agent.control({"type": "withdraw", "request_id": "w", "input_id": "f"}))
+            gate.open()
+
+    events = await run_with(agent, "go", on_event)
+    assert receipts[0]["status"] == "withdrawn"
+    assert len(ends(events)) == 1
+    assert "never sent" not in str([r.json for r in fake_server.requests])
+    assert agent.log.receipts["f"].payload["status"] == "withdrawn"
+
+
+async def test_withdraw_after_consumption_is_already_placed_then_settled(make_agent, fake_server) -> None:
+    """S2 race, order 2: a consumed input cannot be withdrawn (already_placed while its turn
+    runs, settled after); nothing is re-sent or undone."""
+    gate = Gate()
+    second = Gate("gate2")
+    fake_server.enqueue([ToolCall("gate", {}, id="g")], [Text("one")], [ToolCall("gate2", {}, id="h")], [Text("two")])
+    agent = await make_agent(COMPLETIONS, session={}, extra_tools=[gate.tool(), second.tool()])
+    receipts = {}
+
+    async def on_event(event) -> None:
+        if event.type == "tool" and event.phase == "start" and event.name == "gate":
+            await agent.control({"type": "submit", "request_id": "f", "prompt": "second"})
+            gate.open()
+        if event.type == "tool" and event.phase == "start" and event.name == "gate2":
+            receipts["running"] = await agent.control({"type": "withdraw", "request_id": "w1", "input_id": "f"})
+            receipts["promote"] = await agent.control({"type": "promote", "request_id": "p1", "input_id": "f"})
+            second.open()
+        if event.type == "end" and event.request_id == "f":
+            receipts["done"] = await agent.control({"type": "withdraw", "request_id": "w2", "input_id": "f"})
+
+    events = await run_with(agent, "go", on_event)
+    assert receipts["running"]["status"] == "already_placed"
+    assert receipts["promote"]["status"] == "already_placed"
+    assert receipts["done"]["status"] == "settled"
+    assert [e.request_id for e in ends(events)][1] == "f"
+    assert len(fake_server.requests) == 4
+
+
+async def test_promote_turns_a_queued_follow_up_into_a_steer(make_agent, fake_server) -> None:
+    """S2 race, order 1: promoted before the turn's tool boundary, the follow-up joins the turn
+    (same input id, images kept) instead of waiting for the next one."""
+    gate = Gate()
+    fake_server.enqueue([ToolCall("gate", {}, id="g")], [Text("joined")])
+    agent = await session_agent(make_agent, gate)
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    receipts = []
+
+    async def on_event(event) -> None:
+        if event.type == "tool" and event.phase == "start":
+            image = {"data": png, "mime_type": "image/png"}
+            await agent.control({"type": "submit", "request_id": "f", "prompt": "see this", "images": [image]})
+            receipts.append(await agent.control({"type": "promote", "request_id": "p", "input_id": "f"}))
+            gate.open()
+
+    events = await run_with(agent, "go", on_event)
+    assert receipts[0]["status"] == "promoted"
+    assert len(ends(events)) == 1
+    second = str(fake_server.requests[1].json)
+    assert "see this" in second and png[:40] in second
+    assert agent.log.receipts["f"].payload["status"] == "placed"
+
+
+async def test_promote_after_the_turn_ended_is_settled(make_agent, fake_server) -> None:
+    """S2 race, order 2: the turn ended and the follow-up already ran: promote re-sends nothing."""
+    gate = Gate()
+    fake_server.enqueue([ToolCall("gate", {}, id="g")], [Text("one")], [Text("two")])
+    agent = await session_agent(make_agent, gate)
+    receipts = []
+
+    async def on_event(event) -> None:
+        if event.type == "tool" and event.phase == "start":
+            await agent.control({"type": "submit", "request_id": "f", "prompt": "second"})
+            gate.open()
+        if event.type == "end" and event.request_id == "f":
+            receipts.append(await agent.control({"type": "promote", "request_id": "p", "input_id": "f"}))
+
+    await run_with(agent, "go", on_event)
+    assert receipts[0]["status"] == "settled"
+    assert len(fake_server.requests) == 3
+
+
+async def test_withdraw_of_an_unknown_input_names_the_field(make_agent, fake_server) -> None:
+    fake_server.enqueue([Text("ok")])
+    agent = await make_agent(COMPLETIONS, session={})
+    fields = []
+
+    async def on_event(event) -> None:
+        if event.type == "session" and not fields:
+            try:
+                await agent.control({"type": "withdraw", "request_id": "w", "input_id": "nope"})
+            except Exception as exc:  # noqa: BLE001 - the assertion below names what is expected
+                fields.append(getattr(exc, "field", None))
+
+    await run_with(agent, "go", on_event)
+    assert fields == ["input_id"]
