@@ -13,7 +13,7 @@ from collections import OrderedDict
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import Http404
 
@@ -29,14 +29,14 @@ def session_list_for_user(user: Any) -> QuerySet[StudioSession]:
 
 
 def session_for_user(user: Any, session_id: Any) -> StudioSession:
-    """The session if ``user`` owns it; 404 if it does not exist, 403 if it is someone else's."""
+    """The session if ``user`` owns it, else 404 — the same answer whether the id does not
+    exist or belongs to someone else, so ids of other users' sessions cannot be probed."""
+    if not user.is_authenticated:
+        raise Http404("No such session.")
     try:
-        session = StudioSession.objects.select_related("registered_model", "owner").get(pk=session_id)
-    except (StudioSession.DoesNotExist, ValueError, TypeError) as exc:
+        return StudioSession.objects.select_related("registered_model", "owner").get(pk=session_id, owner_id=user.pk)
+    except (StudioSession.DoesNotExist, ValueError, TypeError, ValidationError) as exc:
         raise Http404("No such session.") from exc
-    if not user.is_authenticated or session.owner_id != user.pk:
-        raise PermissionDenied("This session belongs to someone else.")
-    return session
 
 
 def user_owns_session(user_id: int, session_id: str) -> bool:

@@ -12,7 +12,6 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django import forms as django_forms
 from django.contrib.auth.decorators import login_not_required
-from django.contrib.staticfiles.views import serve
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -146,8 +145,6 @@ async def session_answer(request: HttpRequest, session_id: Any) -> HttpResponse:
 
 
 @login_not_required
-def static_file(request: HttpRequest, path: str) -> HttpResponse:
-    """Studio's own static files (daphne serves no static files by itself)."""
-    response = serve(request, path, insecure=True)
-    response.headers["Cache-Control"] = "public, max-age=3600"
-    return response
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """A refused form post (missing or stale CSRF token) gets the styled 403 page."""
+    return render(request, "403.html", {"reason": reason}, status=403)
