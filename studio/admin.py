@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,19 +67,29 @@ class RegisteredModelForm(forms.ModelForm):
         return self.instance.api_key if self.instance and self.instance.pk else ""
 
     def clean_attributes(self) -> dict[str, Any]:
+        """Strict validation (SPEC M3) reporting *every* bad field at once.
+
+        ``agentcore.parse_model_attributes`` stops at the first error (right for a CLI flag);
+        an admin fixing a form wants them all, so the pydantic model is validated here and
+        each of its errors becomes one message naming its field.
+        """
         raw = (self.cleaned_data.get("attributes") or "").strip()
         if not raw:
             return {}
-        from agentcore.errors import InputValidationError
-        from agentcore.models.attributes import parse_model_attributes
+        from pydantic import ValidationError
+
+        from agentcore.models.attributes import ModelAttributes
 
         try:
-            parsed = parse_model_attributes(raw, field_prefix="attributes")
-        except InputValidationError as exc:
-            raise forms.ValidationError(
-                f"{exc.field}: {exc.message}" if exc.field and exc.field not in exc.message else exc.message
-            ) from exc
-        assert parsed is not None
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"attributes is not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+        if not isinstance(data, dict):
+            raise forms.ValidationError("attributes must be a JSON object.")
+        try:
+            parsed = ModelAttributes.model_validate(data)
+        except ValidationError as exc:
+            raise forms.ValidationError([_attribute_error(error) for error in exc.errors()]) from exc
         return parsed.model_dump(exclude_none=True)
 
     def clean(self) -> dict[str, Any]:
@@ -101,34 +112,67 @@ class RegisteredModelForm(forms.ModelForm):
         return instance
 
 
-async def _probe_model(model: RegisteredModel) -> tuple[bool, str]:
-    """Run one tiny prompt against the model in a throwaway in-memory runtime."""
-    from agentcore import create_agent
+def _attribute_error(error: Any) -> forms.ValidationError:
+    """One pydantic error as ``attributes.<field>: <message>``."""
+    loc = ".".join(str(part) for part in error.get("loc") or ())
+    name = f"attributes.{loc}" if loc else "attributes"
+    return forms.ValidationError(f"{name}: {error.get('msg')}")
+
+
+#: "Test connection" answers within this many seconds, whatever the endpoint does.
+PROBE_TIMEOUT_S = 12.0
+
+
+async def _probe_model(model: RegisteredModel, timeout: float | None = None) -> tuple[bool, str]:
+    """One tiny prompt against the model in a throwaway in-memory runtime; (works, reason).
+
+    A probe must answer while the admin waits, so it does not use the run's retry budget
+    (10 attempts with backoff, about a minute when the network is down): the first failure
+    that would be retried ends the probe with its reason, and the whole probe is bounded by
+    ``timeout`` (an endpoint that accepts the connection and never answers).
+    """
+    from agentcore import AgentHost, create_agent
     from agentcore.inputs import AgentInput
 
+    timeout = PROBE_TIMEOUT_S if timeout is None else timeout
+    abort = asyncio.Event()
+    failure = ""
     with tempfile.TemporaryDirectory() as workdir:
         runtime = await create_agent(workdir=workdir, permission_policy="read-only", **model.runtime_options())
         try:
-            status, error = "failed", "no result"
-            async for event in runtime.run(AgentInput(prompt="Reply with the single word OK.", effort="off")):
-                if event.type == "end":
-                    status, error = event.status, event.error or ""
-            return status == "completed", error
+            async with asyncio.timeout(timeout):
+                async for event in runtime.run(
+                    AgentInput(prompt="Reply with the single word OK.", effort="off"), host=AgentHost(abort_signal=abort)
+                ):
+                    if event.type == "retry" and not failure:
+                        failure = f"the endpoint did not answer: {event.reason}"
+                        abort.set()  # ends the run at once instead of backing off and retrying
+                    elif event.type == "end":
+                        if event.status == "completed":
+                            return True, ""
+                        return False, failure or event.error or event.status
+        except TimeoutError:
+            return False, failure or f"no answer within {timeout:g} s"
         finally:
             await runtime.close()
+    return False, failure or "the run ended without a result"
 
 
 @admin.action(description="Test connection (one tiny prompt)")
 def test_connection(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[RegisteredModel]) -> None:
     for model in queryset:
+        started = time.monotonic()
         try:
-            ok, error = async_to_sync(asyncio.wait_for)(_probe_model(model), 60)
+            ok, error = async_to_sync(_probe_model)(model)
         except Exception as exc:
             ok, error = False, f"{exc.__class__.__name__}: {getattr(exc, 'message', None) or exc}"
+        took = f"{time.monotonic() - started:.1f} s"
         if ok:
-            modeladmin.message_user(request, f"{model.display_name}: connection works.", messages.SUCCESS)
+            modeladmin.message_user(request, f"{model.display_name}: connection works ({took}).", messages.SUCCESS)
         else:
-            modeladmin.message_user(request, f"{model.display_name}: {error[:300]}", messages.ERROR)
+            modeladmin.message_user(
+                request, f"{model.display_name}: connection failed after {took} — {error[:300]}", messages.ERROR
+            )
 
 
 @admin.register(RegisteredModel)

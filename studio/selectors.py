@@ -14,11 +14,20 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
+from django.db.models import Case, QuerySet, Value, When
 from django.http import Http404
 
 from studio import rendering
-from studio.models import Approval, RegisteredModel, Run, RunStatus, StudioSession, ToolCall, UsageRecord
+from studio.models import (
+    Approval,
+    Provider,
+    RegisteredModel,
+    Run,
+    RunStatus,
+    StudioSession,
+    ToolCall,
+    UsageRecord,
+)
 
 if TYPE_CHECKING:
     from studio.hosts import HostState, SessionConfig
@@ -47,7 +56,27 @@ def user_owns_session(user_id: int, session_id: str) -> bool:
 
 
 def registered_models() -> QuerySet[RegisteredModel]:
-    return RegisteredModel.objects.filter(enabled=True).order_by("-provider", "name")
+    """Enabled models, the offline demo first, then by name."""
+    demo_first = Case(When(provider=Provider.DEMO, then=Value(0)), default=Value(1))
+    return RegisteredModel.objects.filter(enabled=True).order_by(demo_first, "name")
+
+
+def default_model_for(user: Any) -> RegisteredModel | None:
+    """The model a new session of ``user`` starts with: the one this person chose last time.
+
+    Registering a model in the admin never changes anyone's default (a model nobody chose
+    may have no network or no key); before a person has chosen, it is the offline demo.
+    """
+    models = registered_models()
+    last = (
+        StudioSession.objects.filter(owner=user, registered_model__enabled=True)
+        .order_by("-created_at")
+        .values_list("registered_model_id", flat=True)
+        .first()
+        if getattr(user, "is_authenticated", False)
+        else None
+    )
+    return (models.filter(pk=last).first() if last else None) or models.filter(provider=Provider.DEMO).first()
 
 
 def session_config(session_id: str) -> SessionConfig:

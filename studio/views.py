@@ -26,7 +26,7 @@ from studio.models import Effort, StudioSession
 
 @require_http_methods(["GET"])
 def session_list(request: HttpRequest) -> HttpResponse:
-    return _render_list(request, NewSessionForm())
+    return _render_list(request, NewSessionForm(user=request.user))
 
 
 def _render_list(request: HttpRequest, form: NewSessionForm, status: int = 200) -> HttpResponse:
@@ -36,7 +36,7 @@ def _render_list(request: HttpRequest, form: NewSessionForm, status: int = 200) 
 
 @require_POST
 def session_create(request: HttpRequest) -> HttpResponse:
-    form = NewSessionForm(request.POST)
+    form = NewSessionForm(request.POST, user=request.user)
     if not form.is_valid():
         return _render_list(request, form, status=400)
     try:

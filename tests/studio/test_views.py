@@ -156,3 +156,25 @@ def test_api_keys_never_reach_a_page(logged_in: Client, user: Any, make_session:
     for page in pages:
         assert "SECRET" not in page
     assert "api key" in pages[1].lower()  # the Records tab says whether one is set, nothing more
+
+
+def _selected_model(client: Client) -> str:
+    html = client.get(reverse("studio:session_list")).content.decode()
+    select = html[html.index('name="registered_model"') :]
+    select = select[: select.index("</select>")]
+    match = re.search(r'<option value="(\d+)" selected>', select)
+    assert match, select
+    return match.group(1)
+
+
+def test_a_model_added_in_the_admin_does_not_become_the_default(
+    logged_in: Client, demo_model: RegisteredModel, user: Any, make_session: Any
+) -> None:
+    """Issue #15: the offline demo stays the default until a person chooses another model."""
+    added = RegisteredModel.objects.create(name="Aardvark", provider="openai", model_id="gpt-5-mini")
+    assert _selected_model(logged_in) == str(demo_model.pk)
+    make_session(user, registered_model=added)  # the person chose it for a session
+    assert _selected_model(logged_in) == str(added.pk)
+    added.enabled = False
+    added.save()
+    assert _selected_model(logged_in) == str(demo_model.pk)
