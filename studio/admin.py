@@ -201,21 +201,16 @@ def _exports_dir() -> Path:
 
 @admin.action(description="Export a consistent copy of the store")
 def export_store(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[SessionStore]) -> None:
-    try:
-        from agentcore import export_agent_database
-    except ImportError:
-        modeladmin.message_user(request, "This agentcore has no export_agent_database yet.", messages.ERROR)
-        return
     for store in queryset:
+        if not Path(store.store_path).exists():
+            modeladmin.message_user(request, f"{store}: this session has no store yet.", messages.WARNING)
+            continue
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         destination = _exports_dir() / f"{store.pk}-{stamp}.sqlite"
         try:
-            export_agent_database(database_path=store.store_path, destination=destination)
-        except Exception as exc:
-            code = getattr(exc, "code", exc.__class__.__name__)
-            modeladmin.message_user(
-                request, f"{store}: export failed ({code}): {getattr(exc, 'message', exc)}", messages.ERROR
-            )
+            services.store_export(str(store.pk), destination)
+        except services.StoreAdminError as exc:
+            modeladmin.message_user(request, f"{store}: export failed. {exc}", messages.ERROR)
         else:
             modeladmin.message_user(request, f"{store}: exported to {destination}", messages.SUCCESS)
 
@@ -310,9 +305,30 @@ class StoreImportForm(forms.Form):
         return data
 
 
+class SessionTitleAdmin(admin.ModelAdmin):
+    """One title everywhere: the list and the change page show the same thing for a session
+    that no prompt has named yet (its fallback name, marked untitled)."""
+
+    @admin.display(description="Title", ordering="title")
+    def title_shown(self, obj: StudioSession) -> str:
+        return obj.title or _untitled(obj)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        title = form.base_fields.get("title")
+        if title is not None and obj is not None:
+            title.widget.attrs["placeholder"] = _untitled(obj)
+            title.help_text = "Empty until the first prompt names the session."
+        return form
+
+
+def _untitled(obj: StudioSession) -> str:
+    return f"{obj} (untitled)"
+
+
 @admin.register(SessionStore)
-class SessionStoreAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "owner", "status", "store_file", "store_size", "last_activity")
+class SessionStoreAdmin(SessionTitleAdmin):
+    list_display = ("title_shown", "owner", "status", "store_file", "store_size", "last_activity")
     list_filter = ("status",)
     search_fields = ("title", "store_path", "owner__username")
     actions = (export_store, cancel_offline)
@@ -393,8 +409,8 @@ class SessionStoreAdmin(admin.ModelAdmin):
 
 
 @admin.register(StudioSession)
-class StudioSessionAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "owner", "registered_model", "status", "total_tokens", "cost", "last_activity")
+class StudioSessionAdmin(SessionTitleAdmin):
+    list_display = ("title_shown", "owner", "registered_model", "status", "total_tokens", "cost", "last_activity")
     list_filter = ("status", "registered_model")
     search_fields = ("title", "owner__username")
     readonly_fields = ("store_path", "created_at", "last_activity")

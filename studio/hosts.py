@@ -301,6 +301,38 @@ class SessionHost:
             self._sessions.pop(str(session_id), None)
             return was_open
 
+    async def export(self, session_id: str, *, destination: str) -> str:
+        """Export a consistent copy of the session's store to ``destination`` (new file).
+
+        The store's owner lock is held by this host while the runtime is open (idle and
+        waiting sessions stay parked here), so an export from outside would fail with
+        ``store_locked``. The owner does it instead: under the session's lock it closes the
+        runtime (a pause is durable in the store), copies, and lets the next use reopen it.
+        Refused only while a run is writing (``busy``).
+        """
+        from agentcore import export_agent_database
+
+        session_id = str(session_id)
+        hs = self._sessions.get(session_id)
+        if hs is None:
+            config = await database_sync_to_async(selectors.session_config)(session_id)
+            store_path = config.store_path
+            lock: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+        else:
+            store_path = hs.config.store_path
+            lock = hs.lock
+        async with lock:
+            if hs is not None:
+                if hs.running:
+                    raise HostError("busy", "A run is writing to this store; stop it or let it finish, then export.")
+                await self._close_runtime(hs)
+            try:
+                await asyncio.to_thread(export_agent_database, database_path=store_path, destination=destination)
+            except Exception as exc:
+                code = str(getattr(exc, "code", "") or exc.__class__.__name__)
+                raise HostError(code, str(getattr(exc, "message", None) or exc)) from exc
+        return destination
+
     async def close(self) -> None:
         """Close every runtime; unfinished runs stay in their stores and resume on reopen."""
         for hs in list(self._sessions.values()):
@@ -568,6 +600,8 @@ async def _dispatch(host: SessionHost, op: str, session_id: str, args: dict[str,
         return await host.stop(session_id)
     if op == "release":
         return await host.release(session_id)
+    if op == "export":
+        return await host.export(session_id, **args)
     raise HostError("unknown_op", f"unknown host operation {op!r}")
 
 

@@ -287,6 +287,30 @@ def _store_error(exc: Exception) -> StoreAdminError:
     return StoreAdminError(f"{message} ({code}: {detail})" if message else f"{code}: {detail}")
 
 
+def store_export(session_id: str, destination: Path) -> Path:
+    """Export the session's store through the session host, which owns it (see
+    ``SessionHost.export``). With no host answering (worker mode, no worker running) nobody
+    holds the store and agentcore exports it directly; its owner lock still decides."""
+    from asgiref.sync import async_to_sync
+
+    from agentcore import export_agent_database
+    from studio.hosts import HostError, get_host_client
+
+    try:
+        async_to_sync(get_host_client().call)("export", session_id, destination=str(destination))
+    except HostError as exc:
+        if exc.code == "busy":
+            raise StoreAdminError(exc.message) from exc
+        if exc.code != "unavailable":
+            raise _store_error(exc) from exc
+        session = StudioSession.objects.get(pk=session_id)
+        try:
+            export_agent_database(database_path=session.store_path, destination=destination)
+        except Exception as direct:
+            raise _store_error(direct) from direct
+    return destination
+
+
 def store_import(
     *,
     source: str | os.PathLike[str],
