@@ -123,27 +123,26 @@ def _attribute_error(error: Any) -> forms.ValidationError:
 PROBE_TIMEOUT_S = 12.0
 
 
-async def _probe_model(model: RegisteredModel, timeout: float | None = None) -> tuple[bool, str]:
+async def _probe_model(model: RegisteredModel) -> tuple[bool, str]:
     """One tiny prompt against the model in a throwaway in-memory runtime; (works, reason).
 
     A probe must answer while the admin waits, so it does not use the run's retry budget
     (10 attempts with backoff, about a minute when the network is down): the first failure
     that would be retried ends the probe with its reason, and the whole probe is bounded by
-    ``timeout`` (an endpoint that accepts the connection and never answers).
+    ``PROBE_TIMEOUT_S`` (an endpoint that accepts the connection and never answers).
     """
     from agentcore import AgentHost, create_agent
     from agentcore.inputs import AgentInput
 
-    timeout = PROBE_TIMEOUT_S if timeout is None else timeout
+    timeout = PROBE_TIMEOUT_S
     abort = asyncio.Event()
     failure = ""
     with tempfile.TemporaryDirectory() as workdir:
         runtime = await create_agent(workdir=workdir, permission_policy="read-only", **model.runtime_options())
         try:
             async with asyncio.timeout(timeout):
-                async for event in runtime.run(
-                    AgentInput(prompt="Reply with the single word OK.", effort="off"), host=AgentHost(abort_signal=abort)
-                ):
+                probe = AgentInput(prompt="Reply with the single word OK.", effort="off")
+                async for event in runtime.run(probe, host=AgentHost(abort_signal=abort)):
                     if event.type == "retry" and not failure:
                         failure = f"the endpoint did not answer: {event.reason}"
                         abort.set()  # ends the run at once instead of backing off and retrying

@@ -30,7 +30,12 @@ def _clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 def _deploy_check(env: dict[str, str]) -> tuple[set[str], str]:
     result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "manage.py", "check", "--deploy"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     output = result.stdout + result.stderr
     ids = {word.strip("():") for word in output.split() if word.startswith("(security.") or word.startswith("(")}
@@ -42,7 +47,11 @@ def test_default_settings_pass_the_deploy_check_except_what_only_tls_fixes(tmp_p
     issues, output = _deploy_check(_clean_env(tmp_path / "data"))
     assert issues == TLS_ONLY, output
     probe = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup(); from django.conf import settings; print(settings.DEBUG)"],
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings; print(settings.DEBUG)",
+        ],
         cwd=ROOT,
         env=_clean_env(tmp_path / "data", DJANGO_SETTINGS_MODULE="studio.settings"),
         capture_output=True,
