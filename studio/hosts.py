@@ -41,6 +41,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from studio import rendering, selectors, services
+from studio.ledger import read_usage_ledger
 from studio.live import LiveBlock, LiveTurn
 
 log = logging.getLogger("studio.hosts")
@@ -378,6 +379,7 @@ class SessionHost:
             log.warning("could not open the store of session %s: %s", hs.config.session_id, code)
             raise HostError(str(code), f"The session store could not be opened ({code}).") from exc
         hs.context_usage = _context_usage(hs.runtime)
+        await self._sync_usage(hs)
         # A run the previous process left unfinished resumes here: same request id, the
         # store continues from what was committed (agentcore's durability promise).
         interrupted = await database_sync_to_async(selectors.interrupted_run)(hs.config.session_id)
@@ -385,6 +387,18 @@ class SessionHost:
             log.info("resuming interrupted run %s of session %s", interrupted["request_id"], hs.config.session_id)
             live = LiveTurn(request_id=interrupted["request_id"], agent=interrupted["agent"])
             await self._start(hs, {"request_id": interrupted["request_id"]}, live)
+
+    async def _sync_usage(self, hs: HostedSession) -> None:
+        """Reconcile Studio's usage with the store's ledger (see ``studio.ledger``)."""
+        session_id = hs.config.session_id
+        try:
+            ledger = await asyncio.to_thread(read_usage_ledger, hs.config.store_path)
+            added = await database_sync_to_async(services.usage_sync)(session_id, ledger)
+        except Exception:
+            log.exception("could not reconcile the usage of session %s with its store", session_id)
+            return
+        if added:
+            log.info("session %s: %d usage record(s) recovered from the store's ledger", session_id, added)
 
     async def _close_runtime(self, hs: HostedSession) -> None:
         runtime, hs.runtime = hs.runtime, None
@@ -510,6 +524,7 @@ class SessionHost:
         hs.active = False
         hs.context_usage = _context_usage(hs.runtime) or hs.context_usage
         hs.last_used = time.monotonic()
+        await self._sync_usage(hs)
         with contextlib.suppress(Exception):
             await self._publish_full(hs)
 
