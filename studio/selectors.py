@@ -140,14 +140,23 @@ def tool_timings(session_id: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def run_notices(session_id: str) -> list[dict[str, str] | None]:
-    """Per prompt-carrying run, how it ended when that deserves a notice in the conversation."""
+def run_notices(session_id: str, *, exclude_request_id: str | None = None) -> list[dict[str, str] | None]:
+    """Per prompt-carrying run, how it ended when that deserves a notice in the conversation.
+
+    ``exclude_request_id``: the run being shown live (its turn is not in the settled
+    transcript yet), so the earlier runs' notices stay in place while it runs.
+    """
     notices: list[dict[str, str] | None] = []
-    for run in Run.objects.filter(session_id=session_id).exclude(prompt="").order_by("started_at", "id"):
+    runs = Run.objects.filter(session_id=session_id).exclude(prompt="").order_by("started_at", "id")
+    if exclude_request_id:
+        runs = runs.exclude(request_id=exclude_request_id)
+    for run in runs:
         if run.status == RunStatus.FAILED:
             notices.append({"level": "error", "title": "The run failed", "code": run.error_code, "text": run.error})
+        elif run.status == RunStatus.ABORTED and run.error_code == "cancelled_offline":
+            notices.append({"level": "stopped", "title": "Stopped", "code": "", "text": "Cancelled by an admin."})
         elif run.status == RunStatus.ABORTED:
-            notices.append({"level": "warning", "title": "Stopped", "code": "", "text": "You stopped this run."})
+            notices.append({"level": "stopped", "title": "Stopped", "code": "", "text": ""})
         elif dropped := [r for r in run.retries if r.get("kind") == "dropped"]:
             notices.append(
                 {
@@ -311,15 +320,20 @@ def session_page_context(session: StudioSession, state: HostState) -> dict[str, 
     if pending_info and pending_info.get("kind") == "ask_user":
         pending_info = {**pending_info, "questions": normalize_questions(pending_info.get("questions") or [])}
     live = state.live_turn()
+    turns = rendering.transcript_turns(
+        state.settled_transcript,
+        tool_timings=tool_timings(str(session.pk)),
+        run_notices=run_notices(
+            str(session.pk), exclude_request_id=live["request_id"] if live and live["prompt"] is not None else None
+        ),
+    )
+    if pending_info and pending_info.get("kind") == "plan":
+        rendering.drop_plan_answer(turns, pending_info.get("plan") or "")
     context = {
         "session": session,
         "model": session.registered_model,
         "running": state.running,
-        "turns": rendering.transcript_turns(
-            state.settled_transcript,
-            tool_timings=tool_timings(str(session.pk)),
-            run_notices=None if state.running else run_notices(str(session.pk)),
-        ),
+        "turns": turns,
         "live": live,
         "live_prefix": live_prefix(live["request_id"]) if live else "",
         "pending": pending_info,

@@ -146,6 +146,8 @@ def plan_decided(session_id: str, request_id: str, approval_id: str, approved: b
             },
         )
         run_resumed(session_id, request_id)
+        if approved:  # the plan is being built: what comes next is build work, not planning
+            StudioSession.objects.filter(pk=session_id).update(mode=Mode.BUILD)
 
 
 _SESSION_STATUS = {
