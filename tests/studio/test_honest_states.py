@@ -95,7 +95,8 @@ async def test_a_stopped_run_gets_the_neutral_notice(user: Any, make_session: An
     await host.stop(str(session.pk))
     await host.wait_idle(str(session.pk))
     context = await _page_context(host, session)
-    assert [t.notice for t in context["turns"]] == [{"level": "stopped", "title": "Stopped", "code": "", "text": ""}]
+    stopped = {"level": "stopped", "title": "Stopped", "code": "", "text": ""}
+    assert [t.notice for t in context["turns"]] == [stopped]
     assert not any(b.kind == "notice" and b.status == "error" for t in context["turns"] for b in t.blocks)
 
 
@@ -111,9 +112,7 @@ async def test_a_plan_waiting_for_review_is_shown_once(user: Any, make_session: 
     assert any("Inspect the workspace" in str(item.text) for item in context["pending_plan_items"])
 
 
-    assert [t.notice for t in context["turns"]] == [
-        {"level": "stopped", "title": "Stopped", "code": "", "text": ""}
-    ]
+async def test_approve_and_build_switches_the_composer_to_build(
     user: Any, make_session: Any, host: SessionHost
 ) -> None:
     session = await sync_to_async(make_session)(user, mode="plan")
