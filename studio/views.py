@@ -7,7 +7,6 @@ short error) and a plain form POST redirects back to the page.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -82,28 +81,21 @@ def _ring(context: dict[str, Any]) -> Any:
     return ring_geometry(context.get("context_usage"))
 
 
-def _command_response(request: HttpRequest, session: StudioSession, error: str = "", *, mode: str = "") -> HttpResponse:
-    """htmx: an inline error, or an empty body and the ``studio:accepted`` event (plus
-    ``studio:mode`` when the command switched the composer, e.g. Approve & build → Build)."""
+def _command_response(request: HttpRequest, session: StudioSession, error: str = "") -> HttpResponse:
     if request.htmx:  # type: ignore[attr-defined]
         if error:
             return HttpResponse(f'<div class="form-error" role="alert">{escape(error)}</div>')
-        events: dict[str, Any] = {"studio:accepted": True}
-        if mode:
-            events["studio:mode"] = mode
-        return HttpResponse("", headers={"HX-Trigger": json.dumps(events)})
+        return HttpResponse("", headers={"HX-Trigger": "studio:accepted"})
     return HttpResponseRedirect(reverse("studio:session_detail", args=[session.pk]))
 
 
-async def _host_command(
-    request: HttpRequest, session: StudioSession, operation: str, *, mode: str = "", **arguments: Any
-) -> HttpResponse:
+async def _host_command(request: HttpRequest, session: StudioSession, operation: str, **arguments: Any) -> HttpResponse:
     """Send one command to the session host; its refusal becomes the form error shown inline."""
     try:
         await get_host_client().call(operation, str(session.pk), **arguments)
     except HostError as exc:
         return _command_response(request, session, exc.message)
-    return _command_response(request, session, mode=mode)
+    return _command_response(request, session)
 
 
 @require_POST
@@ -137,7 +129,6 @@ async def session_plan(request: HttpRequest, session_id: Any) -> HttpResponse:
         request,
         session,
         "resume_plan",
-        mode="build" if approved else "",
         approved=approved,
         notes=form.cleaned_data["notes"].strip(),
     )

@@ -84,12 +84,28 @@
     delete form.dataset.sentText;
   });
 
-  // A command switched the composer's mode (Approve & build → Build).
-  document.addEventListener("studio:mode", function (e) {
-    var value = e.detail && typeof e.detail === "object" ? e.detail.value : e.detail;
+  // Approve & build: what comes next is build work, so the composer switches to Build at once
+  // (the server stores the same preference, so a reload agrees). A refused decision puts the
+  // previous mode back. Not done from the response: the review card the form lives in is
+  // usually replaced by the host's push before the response arrives.
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.classList || !form.classList.contains("review-form")) return;
+    if (!e.submitter || e.submitter.value !== "approve") return;
+    var current = document.querySelector("#composer input[name=agent]:checked");
+    form.dataset.previousMode = current ? current.value : "";
+    setMode("build");
+  }, true);
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var form = e.detail && e.detail.elt;
+    if (!form || !form.classList || !form.classList.contains("review-form")) return;
+    var refused = !e.detail.successful || (e.detail.xhr && e.detail.xhr.responseText.trim() !== "");
+    if (refused && form.dataset.previousMode) setMode(form.dataset.previousMode);
+  });
+  function setMode(value) {
     var radio = document.querySelector('#composer input[name=agent][value="' + value + '"]');
     if (radio) radio.checked = true;
-  });
+  }
 
   // Narrow screens: the Trace is a drawer over the conversation.
   function trace(open) {

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Studio, new_page
+from tests.e2e.conftest import Studio, new_page, wait_settled
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +55,7 @@ async def test_login_create_session_and_stream_a_tool_run(studio_server: Studio,
     await send(page, "What files are here? Read the README.")
     await page.wait_for_selector("#live-turn")
     await page.wait_for_selector(".tool .tool-name:text('ls')")
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     final = await page.inner_text("#conversation .turn .md")
     assert "README.md" in final
     lengths = await page.evaluate("window.__lengths")
@@ -94,7 +94,7 @@ async def test_plan_review_approve_then_build_streams(studio_server: Studio, bro
     await page.fill("#pending textarea[name=notes]", "Keep it to one file")
     await page.click("#approve-plan")
     await page.wait_for_selector("#live-turn .notice:text('Plan approved')")
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     await page.wait_for_selector("#conversation .md:has-text('approved plan')")
     assert await page.locator("#pending .review").count() == 0
     lengths = await page.evaluate("window.__lengths")
@@ -190,7 +190,7 @@ async def test_hostile_model_output_is_inert(studio_server: Studio, browser: Any
     page.on("dialog", lambda d: dialogs.append(d.message))
     hostile = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"> [x](javascript:window.__pwned=3)'
     await send(page, hostile)
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     await page.wait_for_selector("#conversation .md:has-text('offline demo model')")
     assert await page.evaluate("window.__pwned === undefined")
     assert await page.locator("#conversation .md script, #conversation .md img").count() == 0
@@ -244,7 +244,7 @@ async def test_ask_user_questions_are_answered_in_the_browser(studio_server: Stu
     assert await page.locator("#pending .question-form").count() == 0
     await page.click("#approve-plan")
     await page.wait_for_selector("#live-turn .notice:text('Plan approved')")
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     await page.wait_for_selector("#conversation .md:has-text('approved plan')")
     # The ask_user call is a row of the conversation, with the questions as its arguments.
     assert await page.locator("#conversation .tool .tool-name:text('ask_user')").count() == 1
