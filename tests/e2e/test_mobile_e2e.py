@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Studio, new_page, screenshot, wait_settled
+from tests.e2e.conftest import Studio, new_page, wait_settled
 from tests.e2e.test_studio_e2e import create_session, send
 
 pytestmark = pytest.mark.e2e
@@ -84,8 +84,6 @@ async def test_sessions_and_a_working_session_fit_the_screen(studio_server: Stud
     await page.wait_for_selector("#tab-usage .usage-chart", state="visible")
     await assert_inside(page, "#trace", "body")
     await assert_no_horizontal_overflow(page)
-    if width == 390:
-        await screenshot(page, "mobile-trace")
     await page.click("#trace-close")
     await page.wait_for_selector(".tab[data-tab=usage]", state="hidden")
 
@@ -100,5 +98,3 @@ async def test_plan_review_fits_its_card(studio_server: Studio, browser: Any, wi
     await assert_inside(page, "#reject-plan", "#pending .review")
     await assert_inside(page, "#approve-plan", "#pending .review")
     await assert_no_horizontal_overflow(page)
-    if width == 390:
-        await screenshot(page, "mobile-plan-review")
