@@ -94,7 +94,6 @@ async def test_plan_review_fits_its_card(studio_server: Studio, browser: Any, wi
     await create_session(page, studio_server, mode="plan")
     await send(page, "Plan a small recipe book app with tags and search")
     await page.wait_for_selector("#pending .review .checklist li")
-    await page.locator("#reject-plan").scroll_into_view_if_needed()
     await assert_inside(page, "#reject-plan", "#pending .review")
     await assert_inside(page, "#approve-plan", "#pending .review")
     await assert_no_horizontal_overflow(page)

@@ -119,7 +119,11 @@ async def test_product_tour(tour_server: Studio, browser: Any) -> None:
     phone = await new_page(browser, studio, user="maria", width=390, height=844)
     await phone.goto(review_url)
     await phone.wait_for_selector("#conn-state.on")
-    await phone.locator("#pending .review-actions").scroll_into_view_if_needed()
+    # The page opens scrolled to the end of the conversation (smoothly): wait until it got there.
+    await phone.wait_for_function(
+        "(() => { const r = document.querySelector('#approve-plan').getBoundingClientRect();"
+        " return r.top >= 0 && r.bottom <= innerHeight; })()"
+    )
     await screenshot(phone, "mobile-plan-review")
     await phone.goto(tools_url)
     await phone.wait_for_selector("#conn-state.on")
