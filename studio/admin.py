@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,19 +67,29 @@ class RegisteredModelForm(forms.ModelForm):
         return self.instance.api_key if self.instance and self.instance.pk else ""
 
     def clean_attributes(self) -> dict[str, Any]:
+        """Strict validation (SPEC M3) reporting *every* bad field at once.
+
+        ``agentcore.parse_model_attributes`` stops at the first error (right for a CLI flag);
+        an admin fixing a form wants them all, so the pydantic model is validated here and
+        each of its errors becomes one message naming its field.
+        """
         raw = (self.cleaned_data.get("attributes") or "").strip()
         if not raw:
             return {}
-        from agentcore.errors import InputValidationError
-        from agentcore.models.attributes import parse_model_attributes
+        from pydantic import ValidationError
+
+        from agentcore.models.attributes import ModelAttributes
 
         try:
-            parsed = parse_model_attributes(raw, field_prefix="attributes")
-        except InputValidationError as exc:
-            raise forms.ValidationError(
-                f"{exc.field}: {exc.message}" if exc.field and exc.field not in exc.message else exc.message
-            ) from exc
-        assert parsed is not None
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"attributes is not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+        if not isinstance(data, dict):
+            raise forms.ValidationError("attributes must be a JSON object.")
+        try:
+            parsed = ModelAttributes.model_validate(data)
+        except ValidationError as exc:
+            raise forms.ValidationError([_attribute_error(error) for error in exc.errors()]) from exc
         return parsed.model_dump(exclude_none=True)
 
     def clean(self) -> dict[str, Any]:
@@ -101,34 +112,66 @@ class RegisteredModelForm(forms.ModelForm):
         return instance
 
 
+def _attribute_error(error: Any) -> forms.ValidationError:
+    """One pydantic error as ``attributes.<field>: <message>``."""
+    loc = ".".join(str(part) for part in error.get("loc") or ())
+    name = f"attributes.{loc}" if loc else "attributes"
+    return forms.ValidationError(f"{name}: {error.get('msg')}")
+
+
+#: "Test connection" answers within this many seconds, whatever the endpoint does.
+PROBE_TIMEOUT_S = 12.0
+
+
 async def _probe_model(model: RegisteredModel) -> tuple[bool, str]:
-    """Run one tiny prompt against the model in a throwaway in-memory runtime."""
-    from agentcore import create_agent
+    """One tiny prompt against the model in a throwaway in-memory runtime; (works, reason).
+
+    A probe must answer while the admin waits, so it does not use the run's retry budget
+    (10 attempts with backoff, about a minute when the network is down): the first failure
+    that would be retried ends the probe with its reason, and the whole probe is bounded by
+    ``PROBE_TIMEOUT_S`` (an endpoint that accepts the connection and never answers).
+    """
+    from agentcore import AgentHost, create_agent
     from agentcore.inputs import AgentInput
 
+    timeout = PROBE_TIMEOUT_S
+    abort = asyncio.Event()
+    failure = ""
     with tempfile.TemporaryDirectory() as workdir:
         runtime = await create_agent(workdir=workdir, permission_policy="read-only", **model.runtime_options())
         try:
-            status, error = "failed", "no result"
-            async for event in runtime.run(AgentInput(prompt="Reply with the single word OK.", effort="off")):
-                if event.type == "end":
-                    status, error = event.status, event.error or ""
-            return status == "completed", error
+            async with asyncio.timeout(timeout):
+                probe = AgentInput(prompt="Reply with the single word OK.", effort="off")
+                async for event in runtime.run(probe, host=AgentHost(abort_signal=abort)):
+                    if event.type == "retry" and not failure:
+                        failure = f"the endpoint did not answer: {event.reason}"
+                        abort.set()  # ends the run at once instead of backing off and retrying
+                    elif event.type == "end":
+                        if event.status == "completed":
+                            return True, ""
+                        return False, failure or event.error or event.status
+        except TimeoutError:
+            return False, failure or f"no answer within {timeout:g} s"
         finally:
             await runtime.close()
+    return False, failure or "the run ended without a result"
 
 
 @admin.action(description="Test connection (one tiny prompt)")
 def test_connection(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[RegisteredModel]) -> None:
     for model in queryset:
+        started = time.monotonic()
         try:
-            ok, error = async_to_sync(asyncio.wait_for)(_probe_model(model), 60)
+            ok, error = async_to_sync(_probe_model)(model)
         except Exception as exc:
             ok, error = False, f"{exc.__class__.__name__}: {getattr(exc, 'message', None) or exc}"
+        took = f"{time.monotonic() - started:.1f} s"
         if ok:
-            modeladmin.message_user(request, f"{model.display_name}: connection works.", messages.SUCCESS)
+            modeladmin.message_user(request, f"{model.display_name}: connection works ({took}).", messages.SUCCESS)
         else:
-            modeladmin.message_user(request, f"{model.display_name}: {error[:300]}", messages.ERROR)
+            modeladmin.message_user(
+                request, f"{model.display_name}: connection failed after {took} — {error[:300]}", messages.ERROR
+            )
 
 
 @admin.register(RegisteredModel)
@@ -157,21 +200,16 @@ def _exports_dir() -> Path:
 
 @admin.action(description="Export a consistent copy of the store")
 def export_store(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[SessionStore]) -> None:
-    try:
-        from agentcore import export_agent_database
-    except ImportError:
-        modeladmin.message_user(request, "This agentcore has no export_agent_database yet.", messages.ERROR)
-        return
     for store in queryset:
+        if not Path(store.store_path).exists():
+            modeladmin.message_user(request, f"{store}: this session has no store yet.", messages.WARNING)
+            continue
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         destination = _exports_dir() / f"{store.pk}-{stamp}.sqlite"
         try:
-            export_agent_database(database_path=store.store_path, destination=destination)
-        except Exception as exc:
-            code = getattr(exc, "code", exc.__class__.__name__)
-            modeladmin.message_user(
-                request, f"{store}: export failed ({code}): {getattr(exc, 'message', exc)}", messages.ERROR
-            )
+            services.store_export(str(store.pk), destination)
+        except services.StoreAdminError as exc:
+            modeladmin.message_user(request, f"{store}: export failed. {exc}", messages.ERROR)
         else:
             modeladmin.message_user(request, f"{store}: exported to {destination}", messages.SUCCESS)
 
@@ -266,9 +304,30 @@ class StoreImportForm(forms.Form):
         return data
 
 
+class SessionTitleAdmin(admin.ModelAdmin):
+    """One title everywhere: the list and the change page show the same thing for a session
+    that no prompt has named yet (its fallback name, marked untitled)."""
+
+    @admin.display(description="Title", ordering="title")
+    def title_shown(self, obj: StudioSession) -> str:
+        return obj.title or _untitled(obj)
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        title = form.base_fields.get("title")
+        if title is not None and obj is not None:
+            title.widget.attrs["placeholder"] = _untitled(obj)
+            title.help_text = "Empty until the first prompt names the session."
+        return form
+
+
+def _untitled(obj: StudioSession) -> str:
+    return f"{obj} (untitled)"
+
+
 @admin.register(SessionStore)
-class SessionStoreAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "owner", "status", "store_file", "store_size", "last_activity")
+class SessionStoreAdmin(SessionTitleAdmin):
+    list_display = ("title_shown", "owner", "status", "store_file", "store_size", "last_activity")
     list_filter = ("status",)
     search_fields = ("title", "store_path", "owner__username")
     actions = (export_store, cancel_offline)
@@ -349,8 +408,8 @@ class SessionStoreAdmin(admin.ModelAdmin):
 
 
 @admin.register(StudioSession)
-class StudioSessionAdmin(admin.ModelAdmin):
-    list_display = ("__str__", "owner", "registered_model", "status", "total_tokens", "cost", "last_activity")
+class StudioSessionAdmin(SessionTitleAdmin):
+    list_display = ("title_shown", "owner", "registered_model", "status", "total_tokens", "cost", "last_activity")
     list_filter = ("status", "registered_model")
     search_fields = ("title", "owner__username")
     readonly_fields = ("store_path", "created_at", "last_activity")

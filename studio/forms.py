@@ -8,7 +8,7 @@ from django import forms
 from django.http import QueryDict
 
 from studio.models import Effort, Mode, PermissionPolicy, RegisteredModel
-from studio.selectors import registered_models
+from studio.selectors import default_model_for, registered_models
 
 MAX_PROMPT_CHARS = 200_000
 
@@ -38,11 +38,14 @@ class NewSessionForm(forms.Form):
     effort = forms.ChoiceField(label="Reasoning effort", choices=Effort.choices, initial=Effort.MEDIUM)
     mode = forms.ChoiceField(label="Start in", choices=Mode.choices, initial=Mode.BUILD, widget=forms.RadioSelect)
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         field = self.fields["registered_model"]
         assert isinstance(field, ModelChoice)
         field.queryset = registered_models()
+        default = default_model_for(user)
+        if default is not None:
+            field.initial = default.pk
 
 
 class PromptForm(forms.Form):

@@ -41,6 +41,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from studio import rendering, selectors, services
+from studio.ledger import read_usage_ledger
 from studio.live import LiveBlock, LiveTurn
 
 log = logging.getLogger("studio.hosts")
@@ -301,6 +302,38 @@ class SessionHost:
             self._sessions.pop(str(session_id), None)
             return was_open
 
+    async def export(self, session_id: str, *, destination: str) -> str:
+        """Export a consistent copy of the session's store to ``destination`` (new file).
+
+        The store's owner lock is held by this host while the runtime is open (idle and
+        waiting sessions stay parked here), so an export from outside would fail with
+        ``store_locked``. The owner does it instead: under the session's lock it closes the
+        runtime (a pause is durable in the store), copies, and lets the next use reopen it.
+        Refused only while a run is writing (``busy``).
+        """
+        from agentcore import export_agent_database
+
+        session_id = str(session_id)
+        hs = self._sessions.get(session_id)
+        if hs is None:
+            config = await database_sync_to_async(selectors.session_config)(session_id)
+            store_path = config.store_path
+            lock: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+        else:
+            store_path = hs.config.store_path
+            lock = hs.lock
+        async with lock:
+            if hs is not None:
+                if hs.running:
+                    raise HostError("busy", "A run is writing to this store; stop it or let it finish, then export.")
+                await self._close_runtime(hs)
+            try:
+                await asyncio.to_thread(export_agent_database, database_path=store_path, destination=destination)
+            except Exception as exc:
+                code = str(getattr(exc, "code", "") or exc.__class__.__name__)
+                raise HostError(code, str(getattr(exc, "message", None) or exc)) from exc
+        return destination
+
     async def close(self) -> None:
         """Close every runtime; unfinished runs stay in their stores and resume on reopen."""
         for hs in list(self._sessions.values()):
@@ -346,6 +379,7 @@ class SessionHost:
             log.warning("could not open the store of session %s: %s", hs.config.session_id, code)
             raise HostError(str(code), f"The session store could not be opened ({code}).") from exc
         hs.context_usage = _context_usage(hs.runtime)
+        await self._sync_usage(hs)
         # A run the previous process left unfinished resumes here: same request id, the
         # store continues from what was committed (agentcore's durability promise).
         interrupted = await database_sync_to_async(selectors.interrupted_run)(hs.config.session_id)
@@ -353,6 +387,18 @@ class SessionHost:
             log.info("resuming interrupted run %s of session %s", interrupted["request_id"], hs.config.session_id)
             live = LiveTurn(request_id=interrupted["request_id"], agent=interrupted["agent"])
             await self._start(hs, {"request_id": interrupted["request_id"]}, live)
+
+    async def _sync_usage(self, hs: HostedSession) -> None:
+        """Reconcile Studio's usage with the store's ledger (see ``studio.ledger``)."""
+        session_id = hs.config.session_id
+        try:
+            ledger = await asyncio.to_thread(read_usage_ledger, hs.config.store_path)
+            added = await database_sync_to_async(services.usage_sync)(session_id, ledger)
+        except Exception:
+            log.exception("could not reconcile the usage of session %s with its store", session_id)
+            return
+        if added:
+            log.info("session %s: %d usage record(s) recovered from the store's ledger", session_id, added)
 
     async def _close_runtime(self, hs: HostedSession) -> None:
         runtime, hs.runtime = hs.runtime, None
@@ -478,6 +524,7 @@ class SessionHost:
         hs.active = False
         hs.context_usage = _context_usage(hs.runtime) or hs.context_usage
         hs.last_used = time.monotonic()
+        await self._sync_usage(hs)
         with contextlib.suppress(Exception):
             await self._publish_full(hs)
 
@@ -568,6 +615,8 @@ async def _dispatch(host: SessionHost, op: str, session_id: str, args: dict[str,
         return await host.stop(session_id)
     if op == "release":
         return await host.release(session_id)
+    if op == "export":
+        return await host.export(session_id, **args)
     raise HostError("unknown_op", f"unknown host operation {op!r}")
 
 

@@ -245,7 +245,8 @@ def transcript_turns(
                     )
                     tools[tool.tool_call_id] = tool
                     current.blocks.append(tool)
-            if message.get("error_message") and message.get("stop_reason") in ("error", "aborted"):
+            # A stop the person asked for is not a failure: the run's one "Stopped" notice says it.
+            if message.get("error_message") and message.get("stop_reason") == "error":
                 current.blocks.append(
                     LiveBlock(key=f"m{m_index}-err", kind="notice", status="error", text=message["error_message"])
                 )
@@ -263,6 +264,21 @@ def transcript_turns(
         elif run_notices[-1] and turns:
             turns[-1].notice = run_notices[-1]
     return turns
+
+
+def drop_plan_answer(turns: list[Turn], plan: str) -> None:
+    """While a plan waits for review, its text lives in the review card only.
+
+    The plan is the text the last answer ended with (PL3); showing it in the answer too put
+    the same plan on screen twice. Trailing text blocks of the last turn that are part of the
+    plan are removed (thinking, tools and notices stay).
+    """
+    wanted = " ".join(plan.split())
+    if not turns or not wanted:
+        return
+    blocks = turns[-1].blocks
+    while blocks and blocks[-1].kind == "text" and " ".join(blocks[-1].text.split()) in wanted:
+        blocks.pop()
 
 
 # --- partials ---------------------------------------------------------------------------------
@@ -302,6 +318,7 @@ def oob(html: str, how: str = "true") -> str:
 
 #: Regions replaced whole by a full push; the page includes the same partials.
 FULL_REGIONS = (
+    "studio/_session_title.html",
     "studio/_conversation.html",
     "studio/_pending.html",
     "studio/_status.html",

@@ -13,12 +13,21 @@ from collections import OrderedDict
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.core.exceptions import ValidationError
+from django.db.models import Case, QuerySet, Value, When
 from django.http import Http404
 
 from studio import rendering
-from studio.models import Approval, RegisteredModel, Run, RunStatus, StudioSession, ToolCall, UsageRecord
+from studio.models import (
+    Approval,
+    Provider,
+    RegisteredModel,
+    Run,
+    RunStatus,
+    StudioSession,
+    ToolCall,
+    UsageRecord,
+)
 
 if TYPE_CHECKING:
     from studio.hosts import HostState, SessionConfig
@@ -29,14 +38,14 @@ def session_list_for_user(user: Any) -> QuerySet[StudioSession]:
 
 
 def session_for_user(user: Any, session_id: Any) -> StudioSession:
-    """The session if ``user`` owns it; 404 if it does not exist, 403 if it is someone else's."""
+    """The session if ``user`` owns it, else 404 — the same answer whether the id does not
+    exist or belongs to someone else, so ids of other users' sessions cannot be probed."""
+    if not user.is_authenticated:
+        raise Http404("No such session.")
     try:
-        session = StudioSession.objects.select_related("registered_model", "owner").get(pk=session_id)
-    except (StudioSession.DoesNotExist, ValueError, TypeError) as exc:
+        return StudioSession.objects.select_related("registered_model", "owner").get(pk=session_id, owner_id=user.pk)
+    except (StudioSession.DoesNotExist, ValueError, TypeError, ValidationError) as exc:
         raise Http404("No such session.") from exc
-    if not user.is_authenticated or session.owner_id != user.pk:
-        raise PermissionDenied("This session belongs to someone else.")
-    return session
 
 
 def user_owns_session(user_id: int, session_id: str) -> bool:
@@ -47,7 +56,27 @@ def user_owns_session(user_id: int, session_id: str) -> bool:
 
 
 def registered_models() -> QuerySet[RegisteredModel]:
-    return RegisteredModel.objects.filter(enabled=True).order_by("-provider", "name")
+    """Enabled models, the offline demo first, then by name."""
+    demo_first = Case(When(provider=Provider.DEMO, then=Value(0)), default=Value(1))
+    return RegisteredModel.objects.filter(enabled=True).order_by(demo_first, "name")
+
+
+def default_model_for(user: Any) -> RegisteredModel | None:
+    """The model a new session of ``user`` starts with: the one this person chose last time.
+
+    Registering a model in the admin never changes anyone's default (a model nobody chose
+    may have no network or no key); before a person has chosen, it is the offline demo.
+    """
+    models = registered_models()
+    last = (
+        StudioSession.objects.filter(owner=user, registered_model__enabled=True)
+        .order_by("-created_at")
+        .values_list("registered_model_id", flat=True)
+        .first()
+        if getattr(user, "is_authenticated", False)
+        else None
+    )
+    return (models.filter(pk=last).first() if last else None) or models.filter(provider=Provider.DEMO).first()
 
 
 def session_config(session_id: str) -> SessionConfig:
@@ -111,14 +140,23 @@ def tool_timings(session_id: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def run_notices(session_id: str) -> list[dict[str, str] | None]:
-    """Per prompt-carrying run, how it ended when that deserves a notice in the conversation."""
+def run_notices(session_id: str, *, exclude_request_id: str | None = None) -> list[dict[str, str] | None]:
+    """Per prompt-carrying run, how it ended when that deserves a notice in the conversation.
+
+    ``exclude_request_id``: the run being shown live (its turn is not in the settled
+    transcript yet), so the earlier runs' notices stay in place while it runs.
+    """
     notices: list[dict[str, str] | None] = []
-    for run in Run.objects.filter(session_id=session_id).exclude(prompt="").order_by("started_at", "id"):
+    runs = Run.objects.filter(session_id=session_id).exclude(prompt="").order_by("started_at", "id")
+    if exclude_request_id:
+        runs = runs.exclude(request_id=exclude_request_id)
+    for run in runs:
         if run.status == RunStatus.FAILED:
             notices.append({"level": "error", "title": "The run failed", "code": run.error_code, "text": run.error})
+        elif run.status == RunStatus.ABORTED and run.error_code == "cancelled_offline":
+            notices.append({"level": "stopped", "title": "Stopped", "code": "", "text": "Cancelled by an admin."})
         elif run.status == RunStatus.ABORTED:
-            notices.append({"level": "warning", "title": "Stopped", "code": "", "text": "You stopped this run."})
+            notices.append({"level": "stopped", "title": "Stopped", "code": "", "text": ""})
         elif dropped := [r for r in run.retries if r.get("kind") == "dropped"]:
             notices.append(
                 {
@@ -282,15 +320,20 @@ def session_page_context(session: StudioSession, state: HostState) -> dict[str, 
     if pending_info and pending_info.get("kind") == "ask_user":
         pending_info = {**pending_info, "questions": normalize_questions(pending_info.get("questions") or [])}
     live = state.live_turn()
+    turns = rendering.transcript_turns(
+        state.settled_transcript,
+        tool_timings=tool_timings(str(session.pk)),
+        run_notices=run_notices(
+            str(session.pk), exclude_request_id=live["request_id"] if live and live["prompt"] is not None else None
+        ),
+    )
+    if pending_info and pending_info.get("kind") == "plan":
+        rendering.drop_plan_answer(turns, pending_info.get("plan") or "")
     context = {
         "session": session,
         "model": session.registered_model,
         "running": state.running,
-        "turns": rendering.transcript_turns(
-            state.settled_transcript,
-            tool_timings=tool_timings(str(session.pk)),
-            run_notices=None if state.running else run_notices(str(session.pk)),
-        ),
+        "turns": turns,
         "live": live,
         "live_prefix": live_prefix(live["request_id"]) if live else "",
         "pending": pending_info,

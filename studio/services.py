@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from studio.live import clip
@@ -146,6 +146,8 @@ def plan_decided(session_id: str, request_id: str, approval_id: str, approved: b
             },
         )
         run_resumed(session_id, request_id)
+        if approved:  # the plan is being built: what comes next is build work, not planning
+            StudioSession.objects.filter(pk=session_id).update(mode=Mode.BUILD)
 
 
 _SESSION_STATUS = {
@@ -232,8 +234,10 @@ def _record_tool(session_id: str, request_id: str, event: dict[str, Any]) -> Non
     )
 
 
-def record_usage(session_id: str, request_id: str, usage: dict[str, Any]) -> bool:
-    """Upsert one usage record; session totals grow only when the record is new."""
+def record_usage(session_id: str, request_id: str, usage: dict[str, Any], *, touch: bool = True) -> bool:
+    """Upsert one usage record; session totals grow only when the record is new.
+
+    ``touch=False`` (a reconciliation, not new activity) leaves ``last_activity`` alone."""
     fields = ("input_tokens", "cached_input_tokens", "cache_creation_tokens", "output_tokens", "reasoning_tokens")
     values = {f: int(usage.get(f) or 0) for f in fields}
     cost = _usd(usage.get("cost"))
@@ -252,12 +256,43 @@ def record_usage(session_id: str, request_id: str, usage: dict[str, Any]) -> boo
             )
             StudioSession.objects.filter(pk=session_id).update(
                 cost=F("cost") + cost,
-                last_activity=timezone.now(),
+                **({"last_activity": timezone.now()} if touch else {}),
                 **{f: F(f) + v for f, v in values.items()},
             )
     except IntegrityError:
         return False  # already recorded: a replayed report must not count twice
     return True
+
+
+def usage_sync(session_id: str, ledger: list[Any]) -> int:
+    """Make Studio's usage equal the store's ledger (a projection of it); returns rows added.
+
+    Rows the store committed but Studio never saw (lost events: a crash between the
+    runtime's commit and Studio's write) are added, keyed by ``record_id`` so nothing counts
+    twice; then the session totals are recomputed as sums of the records, never adjusted.
+    """
+    known = set(UsageRecord.objects.filter(session_id=session_id).values_list("record_id", flat=True))
+    added = 0
+    for row in ledger:
+        if row.record_id in known:
+            continue
+        payload = {**row.payload, "record_id": row.record_id}
+        if record_usage(session_id, str(payload.get("request_id") or ""), payload, touch=False):
+            added += 1
+    usage_totals_recompute(session_id)
+    return added
+
+
+def usage_totals_recompute(session_id: str) -> None:
+    """Session totals = the sums of its usage records (DURABILITY invariant 5)."""
+    fields = ("input_tokens", "cached_input_tokens", "cache_creation_tokens", "output_tokens", "reasoning_tokens")
+    with transaction.atomic():
+        sums = UsageRecord.objects.filter(session_id=session_id).aggregate(
+            cost=Sum("cost"), **{f: Sum(f) for f in fields}
+        )
+        StudioSession.objects.filter(pk=session_id).update(
+            cost=sums["cost"] or Decimal(0), **{f: sums[f] or 0 for f in fields}
+        )
 
 
 def _usd(value: Any) -> Decimal:
@@ -285,6 +320,30 @@ def _store_error(exc: Exception) -> StoreAdminError:
     detail = str(getattr(exc, "message", None) or exc)
     message = _STORE_MESSAGES.get(code)
     return StoreAdminError(f"{message} ({code}: {detail})" if message else f"{code}: {detail}")
+
+
+def store_export(session_id: str, destination: Path) -> Path:
+    """Export the session's store through the session host, which owns it (see
+    ``SessionHost.export``). With no host answering (worker mode, no worker running) nobody
+    holds the store and agentcore exports it directly; its owner lock still decides."""
+    from asgiref.sync import async_to_sync
+
+    from agentcore import export_agent_database
+    from studio.hosts import HostError, get_host_client
+
+    try:
+        async_to_sync(get_host_client().call)("export", session_id, destination=str(destination))
+    except HostError as exc:
+        if exc.code == "busy":
+            raise StoreAdminError(exc.message) from exc
+        if exc.code != "unavailable":
+            raise _store_error(exc) from exc
+        session = StudioSession.objects.get(pk=session_id)
+        try:
+            export_agent_database(database_path=session.store_path, destination=destination)
+        except Exception as direct:
+            raise _store_error(direct) from direct
+    return destination
 
 
 def store_import(

@@ -1,11 +1,18 @@
 """Studio settings.
 
-Local use needs no configuration: DEBUG on, SQLite under the data dir, the in-memory channel
-layer and the session host running inside the daphne process. Production is configured with
-environment variables only (see the README):
+The defaults are production safe and need no configuration: DEBUG off (styled error pages,
+no URL list on a 404), static files served by WhiteNoise, a random secret key kept in the data
+dir, only local host names allowed, SQLite under the data dir, the in-memory channel layer and
+the session host inside the daphne process. Everything else is environment variables (see
+the README):
 
-- ``DJANGO_DEBUG=0``, ``DJANGO_SECRET_KEY``, ``DJANGO_ALLOWED_HOSTS`` (comma separated),
+- ``DJANGO_DEBUG=1`` turns Django's debug mode on (development only: ``manage.py studio --dev``).
+- ``DJANGO_SECRET_KEY`` (default: generated once into ``<data dir>/secret_key``, mode 0600),
+  ``DJANGO_ALLOWED_HOSTS`` (comma separated; default the loopback names),
   ``DJANGO_CSRF_TRUSTED_ORIGINS`` (comma separated, e.g. ``https://studio.example.com``).
+- ``STUDIO_HTTPS=1`` behind TLS: secure cookies, HSTS, redirect to https and trust of the
+  proxy's ``X-Forwarded-Proto`` — the settings only TLS can satisfy, so they are off by
+  default (they would lock a plain-http local Studio out).
 - ``STUDIO_DATA_DIR``: where the Studio database, the per-session agent stores and the
   default workspaces live (default ``./.studio-data``).
 - ``STUDIO_DATABASE_PATH``: the Studio SQLite file (default ``<data dir>/studio.sqlite3``).
@@ -38,22 +45,21 @@ def _env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-DEBUG = _env_bool("DJANGO_DEBUG", True)
+DEBUG = _env_bool("DJANGO_DEBUG", False)
+HTTPS = _env_bool("STUDIO_HTTPS", False)
 
 STUDIO_DATA_DIR = Path(os.environ.get("STUDIO_DATA_DIR", BASE_DIR / ".studio-data")).resolve()
 
 
 def _secret_key() -> str:
-    """An explicit key in production; locally a random key kept in the data dir.
+    """An explicit key, else a random key generated once and kept in the data dir (0600).
 
     Keeping the generated key on disk means logins survive a restart without anyone having
-    to configure anything.
+    to configure anything; it is as strong as a configured one (67 random URL-safe chars).
     """
     explicit = os.environ.get("DJANGO_SECRET_KEY")
     if explicit:
         return explicit
-    if not DEBUG:
-        raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG=0")
     key_file = STUDIO_DATA_DIR / "secret_key"
     try:
         return key_file.read_text().strip()
@@ -66,7 +72,7 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
+ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -84,6 +90,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files without DEBUG: answered here, before sessions, CSRF and the login wall.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -138,6 +146,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
+CSRF_FAILURE_VIEW = "studio.views.csrf_failure"
+
 LOGIN_URL = "studio:login"
 LOGIN_REDIRECT_URL = "studio:session_list"
 LOGOUT_REDIRECT_URL = "studio:login"
@@ -150,6 +160,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = STUDIO_DATA_DIR / "static-root"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns at start-up about a missing one
+# WhiteNoise serves straight from the finders (app and project static dirs), so a checkout
+# works without `collectstatic`; after `collectstatic` it serves STATIC_ROOT the same way.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+WHITENOISE_MAX_AGE = 0 if DEBUG else 3600
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
@@ -157,9 +173,15 @@ CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
-if not DEBUG:
-    SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", True)
-    CSRF_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", True)
+# What only TLS can fix (`manage.py check --deploy` lists exactly these without STUDIO_HTTPS).
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- Channels -------------------------------------------------------------------------------
 # The in-memory layer keeps 100 messages per channel by default and group_send drops silently
@@ -195,13 +217,19 @@ STUDIO_RUNTIME_FACTORY = os.environ.get("STUDIO_RUNTIME_FACTORY", "")
 # Leave empty to let users pick any existing directory as a workdir; set it to confine them.
 STUDIO_WORKDIR_ROOT = os.environ.get("STUDIO_WORKDIR_ROOT", "")
 
+# Each record is written once: our loggers do not propagate to the root logger (daphne puts a
+# handler there too), and a refused request (4xx) is one line without a traceback — a denied
+# request is not an error. 5xx keep their traceback.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"client_errors_one_line": {"()": "studio.logging.ClientErrorsOneLine"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["client_errors_one_line"]}
+    },
     "loggers": {
-        "studio": {"handlers": ["console"], "level": os.environ.get("STUDIO_LOG_LEVEL", "INFO")},
-        "django": {"handlers": ["console"], "level": "WARNING"},
+        "studio": {"handlers": ["console"], "level": os.environ.get("STUDIO_LOG_LEVEL", "INFO"), "propagate": False},
+        "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path, re_path
+from django.urls import include, path
 
 from studio import views
 
@@ -23,6 +23,5 @@ app_patterns = (
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    re_path(r"^static/(?P<path>.*)$", views.static_file, name="static"),
     path("", include(app_patterns)),
 ]

@@ -12,7 +12,6 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django import forms as django_forms
 from django.contrib.auth.decorators import login_not_required
-from django.contrib.staticfiles.views import serve
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -27,7 +26,7 @@ from studio.models import Effort, StudioSession
 
 @require_http_methods(["GET"])
 def session_list(request: HttpRequest) -> HttpResponse:
-    return _render_list(request, NewSessionForm())
+    return _render_list(request, NewSessionForm(user=request.user))
 
 
 def _render_list(request: HttpRequest, form: NewSessionForm, status: int = 200) -> HttpResponse:
@@ -37,7 +36,7 @@ def _render_list(request: HttpRequest, form: NewSessionForm, status: int = 200) 
 
 @require_POST
 def session_create(request: HttpRequest) -> HttpResponse:
-    form = NewSessionForm(request.POST)
+    form = NewSessionForm(request.POST, user=request.user)
     if not form.is_valid():
         return _render_list(request, form, status=400)
     try:
@@ -127,7 +126,11 @@ async def session_plan(request: HttpRequest, session_id: Any) -> HttpResponse:
         return _command_response(request, session, "Choose Approve or Reject.")
     approved = form.cleaned_data["decision"] == "approve"
     return await _host_command(
-        request, session, "resume_plan", approved=approved, notes=form.cleaned_data["notes"].strip()
+        request,
+        session,
+        "resume_plan",
+        approved=approved,
+        notes=form.cleaned_data["notes"].strip(),
     )
 
 
@@ -146,8 +149,6 @@ async def session_answer(request: HttpRequest, session_id: Any) -> HttpResponse:
 
 
 @login_not_required
-def static_file(request: HttpRequest, path: str) -> HttpResponse:
-    """Studio's own static files (daphne serves no static files by itself)."""
-    response = serve(request, path, insecure=True)
-    response.headers["Cache-Control"] = "public, max-age=3600"
-    return response
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """A refused form post (missing or stale CSRF token) gets the styled 403 page."""
+    return render(request, "403.html", {"reason": reason}, status=403)

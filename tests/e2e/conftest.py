@@ -18,6 +18,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,9 +55,16 @@ class Studio:
     data_dir: Path
     workspace: Path
     users: dict[str, str]
+    log_path: Path
 
     def url(self, path: str) -> str:
         return self.base_url + path
+
+    def admin_login(self) -> tuple[str, str]:
+        """The first user ``manage.py studio`` created (a superuser) and its password."""
+        text = (self.data_dir / "initial-login.txt").read_text()
+        fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+        return fields["username"], fields["password"]
 
 
 def _free_port() -> int:
@@ -78,13 +86,19 @@ from django.contrib.auth import get_user_model
 User = get_user_model()
 for name in USERS:
     if not User.objects.filter(username=name).exists():
-        User.objects.create_user(username=name, password=name + "-pass-123")
+        User.objects.create_user(username=name, password=name + "-pass-123", is_staff=name in STAFF)
 """
 
 
 @contextlib.contextmanager
-def serve_studio(base: Path, env_extra: dict[str, str], users: tuple[str, ...]) -> Iterator[Studio]:
-    """Prepare a data dir under ``base``, create ``users`` and run daphne until the block ends."""
+def serve_studio(
+    base: Path, env_extra: dict[str, str], users: tuple[str, ...], staff: tuple[str, ...] = ()
+) -> Iterator[Studio]:
+    """Prepare a data dir under ``base``, create ``users`` and run daphne until the block ends.
+
+    Settings are the production defaults (no ``DJANGO_DEBUG``): what a person gets from a plain
+    ``manage.py studio`` is what the browser tests see. ``staff`` users may open the admin but
+    hold no permission in it."""
     data_dir = base / "data"
     env = {
         **os.environ,
@@ -92,14 +106,14 @@ def serve_studio(base: Path, env_extra: dict[str, str], users: tuple[str, ...]) 
         "STUDIO_DATA_DIR": str(data_dir),
         "AGENTCORE_DEMO_CHUNK": "8",
         "PYTHONPATH": str(ROOT),
-        "DJANGO_DEBUG": "1",
         **env_extra,
     }
-    for name in ("STUDIO_REDIS_URL", "STUDIO_HOST_MODE", "STUDIO_DATABASE_PATH"):
+    for name in ("STUDIO_REDIS_URL", "STUDIO_HOST_MODE", "STUDIO_DATABASE_PATH", "DJANGO_DEBUG", "STUDIO_HTTPS"):
         env.pop(name, None)
     out = _manage(env, "studio", "--no-serve")
     assert "Log in at" in out
-    _manage(env, "shell", "-c", CREATE_USERS.replace("USERS", repr(list(users))))
+    script = CREATE_USERS.replace("USERS", repr(list(users))).replace("STAFF", repr(list(staff)))
+    _manage(env, "shell", "-c", script)
     port = _free_port()
     log_path = base / "daphne.log"
     log = open(log_path, "w")
@@ -123,7 +137,7 @@ def serve_studio(base: Path, env_extra: dict[str, str], users: tuple[str, ...]) 
                     raise RuntimeError("daphne did not start: " + log_path.read_text()) from None
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=0.1)  # wakes at once if daphne dies
-        yield Studio(base_url, data_dir, base / "workspace", {u: f"{u}-pass-123" for u in users})
+        yield Studio(base_url, data_dir, base / "workspace", {u: f"{u}-pass-123" for u in users}, log_path)
     finally:
         process.terminate()
         try:
@@ -147,7 +161,7 @@ def studio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
         "STUDIO_E2E_DELTA_DELAY_MS": os.environ.get("STUDIO_E2E_DELTA_DELAY_MS", "60"),
         "AGENTCORE_DEMO_DELAY_MS": os.environ.get("AGENTCORE_DEMO_DELAY_MS", "40"),
     }
-    with serve_studio(base, env, ("alice", "bob")) as studio:
+    with serve_studio(base, env, ("alice", "bob", "carol"), staff=("carol",)) as studio:
         yield studio
 
 
@@ -242,16 +256,31 @@ async def browser() -> AsyncIterator[object]:
             await instance.close()
 
 
-async def new_page(browser: object, studio: Studio, user: str | None = "alice", *, dark: bool = False) -> object:
+async def new_page(
+    browser: object,
+    studio: Studio,
+    user: str | None = "alice",
+    *,
+    dark: bool = False,
+    width: int = 1440,
+    height: int = 900,
+    password: str | None = None,
+) -> object:
+    """A logged-in page; ``width`` × ``height`` is the viewport (390 = a phone, 768 = a tablet)."""
+    mobile = width < 600
     context = await browser.new_context(  # type: ignore[attr-defined]
-        viewport={"width": 1440, "height": 900}, color_scheme="dark" if dark else "light"
+        viewport={"width": width, "height": height},
+        color_scheme="dark" if dark else "light",
+        is_mobile=mobile,
+        has_touch=mobile,
+        device_scale_factor=2 if mobile else 1,
     )
     page = await context.new_page()
     page.set_default_timeout(15_000)
     if user is not None:
         await page.goto(studio.url("/login/"))
         await page.fill("input[name=username]", user)
-        await page.fill("input[name=password]", studio.users[user])
+        await page.fill("input[name=password]", password or studio.users[user])
         await page.click("button[type=submit]")
         await page.wait_for_url(studio.url("/"))
     return page
@@ -260,3 +289,17 @@ async def new_page(browser: object, studio: Studio, user: str | None = "alice", 
 async def screenshot(page: object, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))  # type: ignore[attr-defined]
+
+
+async def wait_settled(page: Any, status: str = "idle") -> None:
+    """Wait until the run a test started has ended and the page shows the store's state.
+
+    The pill alone is not enough: a new session is already idle before its first run starts.
+    Sending puts the optimistic turn on the page at once; it gives way to the live turn, which
+    gives way to the settled conversation, and only then is the pill the run's outcome.
+    """
+    await page.wait_for_function(
+        """(status) => !document.querySelector('#optimistic-turn') && !document.querySelector('#live-turn')
+            && document.querySelector('#session-status .pill-' + status)""",
+        arg=status,
+    )

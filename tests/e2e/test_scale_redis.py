@@ -125,7 +125,6 @@ def cluster() -> Iterator[Cluster]:
         "AGENTCORE_DEMO_DELAY_MS": "25",
         "AGENTCORE_DEMO_CHUNK": "6",
         "PYTHONPATH": str(ROOT),
-        "DJANGO_DEBUG": "1",
     }
     env.pop("STUDIO_RUNTIME_FACTORY", None)
     env.pop("STUDIO_DATABASE_PATH", None)

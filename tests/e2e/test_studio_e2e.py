@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Studio, new_page
+from tests.e2e.conftest import Studio, new_page, wait_settled
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +55,7 @@ async def test_login_create_session_and_stream_a_tool_run(studio_server: Studio,
     await send(page, "What files are here? Read the README.")
     await page.wait_for_selector("#live-turn")
     await page.wait_for_selector(".tool .tool-name:text('ls')")
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     final = await page.inner_text("#conversation .turn .md")
     assert "README.md" in final
     lengths = await page.evaluate("window.__lengths")
@@ -73,12 +73,19 @@ async def test_login_create_session_and_stream_a_tool_run(studio_server: Studio,
 
 
 async def test_plan_review_approve_then_build_streams(studio_server: Studio, browser: Any) -> None:
-    """W4/PL4: a plan is reviewed as a checklist; approving streams the build in the same view."""
+    """W4/PL4: a plan is reviewed as a checklist; approving streams the build in the same view.
+
+    Issue #15: while it waits, the plan is on screen once (the review card, not also the
+    answer), and Approve & build leaves the composer in Build mode (after a reload too)."""
     page = await new_page(browser, studio_server)
     await create_session(page, studio_server, mode="plan", title="Plan a todo app")
     await send(page, "Plan a small todo app with due dates")
     await page.wait_for_selector("#pending .review .checklist li")
     assert await page.locator("#pending .checklist li").count() == 4
+    step = "Make the smallest change that does what was asked."
+    assert await page.locator(f"#conversation :text('{step}')").count() == 0
+    assert await page.locator(f"#pending .checklist li:has-text('{step}')").count() == 1
+    assert await page.is_checked("#composer input[name=agent][value=plan]")
     await page.wait_for_selector("#session-status .pill-waiting")
     assert await page.is_disabled("#send-button")
     await page.click(".tab[data-tab=plan]")
@@ -87,12 +94,16 @@ async def test_plan_review_approve_then_build_streams(studio_server: Studio, bro
     await page.fill("#pending textarea[name=notes]", "Keep it to one file")
     await page.click("#approve-plan")
     await page.wait_for_selector("#live-turn .notice:text('Plan approved')")
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     await page.wait_for_selector("#conversation .md:has-text('approved plan')")
     assert await page.locator("#pending .review").count() == 0
     lengths = await page.evaluate("window.__lengths")
     assert len(lengths) >= 2, lengths  # the build answer streamed
     await page.wait_for_selector("#tab-plan .tl-approved")
+    assert await page.is_checked("#composer input[name=agent][value=build]")
+    await page.reload()
+    await page.wait_for_selector("#conn-state.on")
+    assert await page.is_checked("#composer input[name=agent][value=build]")
 
 
 async def test_plan_reject_with_notes_gets_a_revision(studio_server: Studio, browser: Any) -> None:
@@ -108,15 +119,19 @@ async def test_plan_reject_with_notes_gets_a_revision(studio_server: Studio, bro
 
 
 async def test_stop_a_running_answer(studio_server: Studio, browser: Any) -> None:
-    """L8/W1: Stop ends a streaming run (the demo must stream from the network slowly)."""
+    """L8/W1: Stop ends a streaming run (the demo must stream from the network slowly).
+
+    Issue #15: a stop the person asked for is one neutral "Stopped" line, never a red error."""
     page = await new_page(browser, studio_server)
     await create_session(page, studio_server)
     await send(page, "Tell me a long story about " + "a very patient robot " * 8)
     await page.wait_for_selector("#live-blocks .md")
     await page.click("#stop-button")
-    await page.wait_for_selector("#conversation .notice-warning:has-text('Stopped')")
+    await page.wait_for_selector("#conversation .notice-stopped:has-text('Stopped')")
     await page.wait_for_selector("#session-status .pill-idle")
     await page.wait_for_selector("#send-button:not([disabled])")
+    assert await page.locator("#conversation .notice-error, #conversation .form-error").count() == 0
+    assert await page.locator("#conversation :text-matches('stopped|cancelled', 'i')").count() == 1
 
 
 async def test_reload_mid_stream_loses_nothing(studio_server: Studio, browser: Any) -> None:
@@ -142,12 +157,18 @@ async def test_reload_mid_stream_loses_nothing(studio_server: Studio, browser: A
 
 
 async def test_another_users_session_is_refused(studio_server: Studio, browser: Any) -> None:
-    """W6: bob cannot open alice's session page nor its socket."""
+    """W6: bob cannot open alice's session page nor its socket; the page he gets is the one
+    an unknown id gets (a styled 404), so he cannot even tell that the session exists."""
     alice = await new_page(browser, studio_server)
     session_id = await create_session(alice, studio_server, title="Alice only")
     bob = await new_page(browser, studio_server, user="bob")
+    unknown = await bob.goto(studio_server.url("/sessions/11111111-1111-1111-1111-111111111111/"))
+    assert unknown.status == 404
+    unknown_text = await bob.inner_text("main")
     response = await bob.goto(studio_server.url(f"/sessions/{session_id}/"))
-    assert response.status == 403
+    assert response.status == 404
+    assert await bob.inner_text("main") == unknown_text
+    assert "Nothing here" in unknown_text and "Alice only" not in await bob.content()
     closed = await bob.evaluate(
         """(url) => new Promise(resolve => {
             const ws = new WebSocket(url);
@@ -169,7 +190,7 @@ async def test_hostile_model_output_is_inert(studio_server: Studio, browser: Any
     page.on("dialog", lambda d: dialogs.append(d.message))
     hostile = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"> [x](javascript:window.__pwned=3)'
     await send(page, hostile)
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     await page.wait_for_selector("#conversation .md:has-text('offline demo model')")
     assert await page.evaluate("window.__pwned === undefined")
     assert await page.locator("#conversation .md script, #conversation .md img").count() == 0
@@ -223,7 +244,7 @@ async def test_ask_user_questions_are_answered_in_the_browser(studio_server: Stu
     assert await page.locator("#pending .question-form").count() == 0
     await page.click("#approve-plan")
     await page.wait_for_selector("#live-turn .notice:text('Plan approved')")
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     await page.wait_for_selector("#conversation .md:has-text('approved plan')")
     # The ask_user call is a row of the conversation, with the questions as its arguments.
     assert await page.locator("#conversation .tool .tool-name:text('ask_user')").count() == 1

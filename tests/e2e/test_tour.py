@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Studio, new_page, screenshot
+from tests.e2e.conftest import Studio, new_page, screenshot, wait_settled
 
 pytestmark = pytest.mark.e2e
 
@@ -51,20 +51,20 @@ async def test_product_tour(tour_server: Studio, browser: Any) -> None:
     # 1. A quick look around (the demo lists the project and reads its README).
     await start(page, studio, mode="build", title="Get to know the project")
     await ask(page, "What files are here? Read the README.")
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     await page.wait_for_selector("#conversation .md:has-text('The README starts with')")
 
     # 2. Explain the code: two tool rows, then a Markdown answer with a table and code.
-    await start(page, studio, mode="build", title="How does app.py work?")
+    tools_url = await start(page, studio, mode="build", title="How does app.py work?")
     await ask(page, "Explain how src/app.py works, with a short usage example.")
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     await page.wait_for_selector("#conversation .md pre.hl .k")  # a highlighted code block
     assert await page.locator("#conversation .tool").count() == 2
     assert await page.locator("#conversation .md table tr").count() == 4
     await screenshot(page, "session-tools")
     await ask(page, "Which todos come first in pending()?")
     await page.wait_for_selector("#conversation .md:has-text('Completed todos are never returned')")
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     await tab(page, "usage")
     await page.wait_for_selector("#tab-usage .usage-chart")
     assert await page.locator("#tab-usage .usage-chart g").count() == 2  # one bar per turn
@@ -94,7 +94,7 @@ async def test_product_tour(tour_server: Studio, browser: Any) -> None:
     await page.click("#answer-submit")
     await page.wait_for_selector("#pending .review .checklist li")
     await page.click("#approve-plan")
-    await page.wait_for_selector("#session-status .pill-idle")
+    await wait_settled(page)
     await page.wait_for_selector("#conversation .md:has-text('approved plan')")
     await tab(page, "plan")
     await page.wait_for_selector("#tab-plan .tl-approved")
@@ -115,7 +115,25 @@ async def test_product_tour(tour_server: Studio, browser: Any) -> None:
     await tab(dark, "plan")
     await screenshot(dark, "session-dark")
 
+    # 7. On a phone: one screen, the plan review fits, the Trace is a drawer.
+    phone = await new_page(browser, studio, user="maria", width=390, height=844)
+    await phone.goto(review_url)
+    await phone.wait_for_selector("#conn-state.on")
+    # The page opens scrolled to the end of the conversation (smoothly): wait until it got there.
+    await phone.wait_for_function(
+        "(() => { const r = document.querySelector('#approve-plan').getBoundingClientRect();"
+        " return r.top >= 0 && r.bottom <= innerHeight; })()"
+    )
+    await screenshot(phone, "mobile-plan-review")
+    await phone.goto(tools_url)
+    await phone.wait_for_selector("#conn-state.on")
+    await phone.click("#trace-toggle")
+    await tab(phone, "tasks")
+    await phone.click("#tab-tasks .task >> nth=1 >> summary")
+    await phone.wait_for_selector("#tab-tasks .task[open] pre")
+    await screenshot(phone, "mobile-trace")
+
     # Nothing from the security tests can be in these pictures.
-    for shot in (page, dark):
+    for shot in (page, dark, phone):
         html = await shot.content()
         assert "onerror" not in html and "pytest-of" not in html and "__pwned" not in html

@@ -40,6 +40,18 @@ def test_attributes_are_validated_and_the_error_names_the_field() -> None:
     assert "JSON" in form.errors["attributes"][0]
 
 
+def test_every_bad_attribute_is_reported_not_only_the_first() -> None:
+    """Issue #15: two bad fields give two errors, each naming its field; nothing is saved."""
+    form = _form(attributes='{"context_window": -5, "cost": {"input": "free"}, "reasoningg": true}')
+    assert not form.is_valid()
+    errors = form.errors["attributes"]
+    assert len(errors) == 3, errors
+    assert any(e.startswith("attributes.context_window:") for e in errors)
+    assert any(e.startswith("attributes.cost.input:") for e in errors)
+    assert any(e.startswith("attributes.reasoningg:") for e in errors)
+    assert not RegisteredModel.objects.exists()
+
+
 def test_valid_attributes_are_stored_as_json() -> None:
     form = _form(attributes='{"context_window": 200000, "cost": {"input": 3, "output": 15}}')
     assert form.is_valid(), form.errors
@@ -130,3 +142,58 @@ def test_test_connection_action_reports_success_for_the_demo(admin_client: Clien
         follow=True,
     )
     assert "connection works" in response.content.decode()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _test_connection(admin_client: Client, model: RegisteredModel) -> tuple[str, float]:
+    import time
+
+    started = time.monotonic()
+    response = admin_client.post(
+        reverse("admin:studio_registeredmodel_changelist"),
+        {"action": "test_connection", "_selected_action": [str(model.pk)]},
+        follow=True,
+    )
+    return response.content.decode(), time.monotonic() - started
+
+
+def test_test_connection_to_an_unreachable_endpoint_answers_at_once(admin_client: Client) -> None:
+    """Issue #15: no network must not block the admin page for a minute (10 retries with
+    backoff); the first failure ends the probe with a clear reason."""
+    model = RegisteredModel.objects.create(
+        name="Nowhere",
+        provider="custom",
+        model_id="m",
+        api_kind="openai-completions",
+        base_url=f"http://127.0.0.1:{_free_port()}/v1",
+        api_key="k",
+    )
+    page, took = _test_connection(admin_client, model)
+    assert took < 5, took
+    assert "Nowhere: connection failed after" in page and "did not answer" in page
+
+
+def test_test_connection_to_a_silent_endpoint_is_bounded(admin_client: Client, monkeypatch: Any) -> None:
+    """An endpoint that accepts the request and never answers: the probe's own deadline."""
+    from agentcore.testing.fake_server import FakeProviderServer
+    from agentcore.testing.steps import Hang
+
+    monkeypatch.setattr("studio.admin.PROBE_TIMEOUT_S", 1.5)
+    server = FakeProviderServer().start_in_thread()
+    try:
+        server.enqueue([Hang()])
+        model = RegisteredModel.objects.create(
+            name="Silent", provider="custom", model_id="m", api_kind="openai-completions", base_url=server.base_url
+        )
+        page, took = _test_connection(admin_client, model)
+    finally:
+        server.stop_in_thread()
+    assert 1.5 <= took < 6, took
+    assert "Silent: connection failed" in page and "no answer within 1.5 s" in page

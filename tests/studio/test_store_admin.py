@@ -182,3 +182,73 @@ async def test_offline_cancel_is_refused_while_another_process_owns_the_store(
 def test_offline_cancel_of_a_session_that_never_ran(admin_client: Client, user: Any, make_session: Any) -> None:
     session = make_session(user)
     assert "nothing to cancel" in _cancel(admin_client, session)
+
+
+def _export(client: Client, session: StudioSession) -> str:
+    response = client.post(
+        reverse("admin:studio_sessionstore_changelist"),
+        {"action": "export_store", "_selected_action": [str(session.pk)]},
+        follow=True,
+    )
+    return response.content.decode()
+
+
+async def test_export_works_for_a_session_parked_in_the_host_and_it_carries_on(
+    admin_client: Client, user: Any, make_session: Any, host: SessionHost, studio_data_dir: Path
+) -> None:
+    """Issue #15: a waiting session's runtime holds the store's owner lock in the host; the
+    export goes through the host, so it works, and the plan can still be approved after."""
+    session = await _paused_plan(make_session, user, host)
+    assert host._sessions[str(session.pk)].runtime is not None  # parked, owning the store
+    page = await sync_to_async(_export)(admin_client, session)
+    assert "exported to" in page and "store_locked" not in page
+    [copy] = list((studio_data_dir / "exports").glob(f"{session.pk}-*.sqlite"))
+    from agentcore import create_agent
+
+    exported = await create_agent(database_path=str(copy), workdir=session.workdir, provider="demo")
+    try:
+        assert "Plan a reading list app" in str(exported.read_transcript())
+        assert exported.pending_request_id is not None  # the pause travelled with the copy
+    finally:
+        await exported.close()
+    await host.resume_plan(str(session.pk), approved=True)
+    await host.wait_idle(str(session.pk))
+    assert (await Run.objects.aget(session=session)).status == "completed"
+
+
+async def test_export_is_refused_only_while_a_run_is_writing(
+    admin_client: Client, user: Any, make_session: Any, scripted_host: Any, studio_data_dir: Path
+) -> None:
+    from tests.studio.fakes import text_script
+
+    host, runtimes = scripted_host(text_script("a", "b"))
+    session = await sync_to_async(make_session)(user)
+    await sync_to_async(Path(session.store_path).write_bytes)(b"")  # the store file exists
+    await host.prompt(str(session.pk), prompt="long job", agent="build", effort="medium")
+    await runtimes[0].reached.wait()
+    page = await sync_to_async(_export)(admin_client, session)
+    assert "export failed" in page and "A run is writing to this store" in page
+    assert not (studio_data_dir / "exports").exists() or not list((studio_data_dir / "exports").iterdir())
+    runtimes[0].gate.set()
+    await host.wait_idle(str(session.pk))
+
+
+def test_import_page_loads_the_admin_form_styles(admin_client: Client) -> None:
+    """Issue #15: the import form is laid out like every admin form (forms.css, rows)."""
+    html = admin_client.get(reverse(IMPORT_URL)).content.decode()
+    assert "admin/css/forms.css" in html
+    assert 'class="form-row field-source_path' in html and "change-form" in html
+
+
+def test_list_and_change_page_show_the_same_title(admin_client: Client, user: Any, make_session: Any) -> None:
+    """Issue #15: an untitled session is not "Session 1a2b3c4d" in the list and blank on
+    its change page; both show its name, marked untitled; a named one shows its title."""
+    untitled = make_session(user)
+    named = make_session(user, title="Reading list")
+    listing = admin_client.get(reverse("admin:studio_sessionstore_changelist")).content.decode()
+    shown = f"Session {str(untitled.pk)[:8]} (untitled)"
+    assert shown in listing and "Reading list" in listing
+    change = admin_client.get(reverse("admin:studio_sessionstore_change", args=[untitled.pk])).content.decode()
+    assert f'placeholder="{shown}"' in change
+    named_page = admin_client.get(reverse("admin:studio_sessionstore_change", args=[named.pk])).content.decode()
+    assert 'value="Reading list"' in named_page

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -88,14 +89,23 @@ def test_new_session_rejects_a_missing_workdir(logged_in: Client, demo_model: Re
     assert not StudioSession.objects.exists()
 
 
-def test_another_users_session_is_forbidden(client: Client, user: Any, other_user: Any, make_session: Any) -> None:
-    """W6: a user can open only their own sessions (403 for every page and command)."""
+def test_another_users_session_answers_exactly_like_an_unknown_id(
+    client: Client, user: Any, other_user: Any, make_session: Any
+) -> None:
+    """W6 / issue #15: someone else's session is a 404 for every page and command, the same
+    page an unknown id gets, so a user cannot even learn that an id exists."""
     session = make_session(user)
+    unknown = "11111111-1111-1111-1111-111111111111"
     client.force_login(other_user)
-    assert client.get(reverse("studio:session_detail", args=[session.pk])).status_code == 403
+    theirs = client.get(reverse("studio:session_detail", args=[session.pk]))
+    missing = client.get(reverse("studio:session_detail", args=[unknown]))
+    assert theirs.status_code == missing.status_code == 404
+    unmasked = [re.sub(rb"[A-Za-z0-9]{64}", b"<csrf>", r.content) for r in (theirs, missing)]  # per-response masks
+    assert unmasked[0] == unmasked[1]
     for name in ("session_prompt", "session_stop", "session_plan", "session_answer"):
-        response = client.post(reverse(f"studio:{name}", args=[session.pk]), {"prompt": "steal", "decision": "approve"})
-        assert response.status_code == 403, name
+        for target in (session.pk, unknown):
+            response = client.post(reverse(f"studio:{name}", args=[target]), {"prompt": "steal", "decision": "approve"})
+            assert response.status_code == 404, name
     assert not session.runs.exists()
 
 
@@ -148,7 +158,23 @@ def test_api_keys_never_reach_a_page(logged_in: Client, user: Any, make_session:
     assert "api key" in pages[1].lower()  # the Records tab says whether one is set, nothing more
 
 
-def test_static_files_are_served_without_login(client: Client) -> None:
-    response = client.get("/static/studio/studio.css")
-    assert response.status_code == 200
-    assert client.get("/static/vendor/htmx-2.0.11.min.js").status_code == 200
+def _selected_model(client: Client) -> str:
+    html = client.get(reverse("studio:session_list")).content.decode()
+    select = html[html.index('name="registered_model"') :]
+    select = select[: select.index("</select>")]
+    match = re.search(r'<option value="(\d+)" selected>', select)
+    assert match, select
+    return match.group(1)
+
+
+def test_a_model_added_in_the_admin_does_not_become_the_default(
+    logged_in: Client, demo_model: RegisteredModel, user: Any, make_session: Any
+) -> None:
+    """Issue #15: the offline demo stays the default until a person chooses another model."""
+    added = RegisteredModel.objects.create(name="Aardvark", provider="openai", model_id="gpt-5-mini")
+    assert _selected_model(logged_in) == str(demo_model.pk)
+    make_session(user, registered_model=added)  # the person chose it for a session
+    assert _selected_model(logged_in) == str(added.pk)
+    added.enabled = False
+    added.save()
+    assert _selected_model(logged_in) == str(demo_model.pk)

@@ -53,6 +53,9 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="Interface to bind (default 127.0.0.1).")
         parser.add_argument("--port", type=int, default=8000, help="Port (default 8000).")
         parser.add_argument("--no-serve", action="store_true", help="Prepare only; do not start daphne.")
+        parser.add_argument(
+            "--dev", action="store_true", help="Development mode: Django's DEBUG on (never on a shared host)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         data_dir = Path(settings.STUDIO_DATA_DIR)
@@ -86,5 +89,8 @@ class Command(BaseCommand):
             "studio.asgi:application",
         ]
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
+        if options["dev"]:
+            os.environ["DJANGO_DEBUG"] = "1"
+            self.stdout.write(self.style.WARNING("Development mode: DEBUG is on (error pages list every URL)."))
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH")]))
         os.execv(sys.executable, argv)

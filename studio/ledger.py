@@ -1,0 +1,49 @@
+"""Read a session store's usage ledger (the truth Studio's usage is a projection of).
+
+The agent store keeps one row per settled model attempt in its ``usage`` table, keyed by a
+stable ``record_id`` (agentcore ``harness/storage.py``; DURABILITY invariant 5). Studio's
+``UsageRecord`` rows are first written from run events for live display, but an event can be
+lost for good: the runtime commits the row, then the process dies before Studio writes it,
+and a resumed run never re-sends a settled report. So the host reconciles from this ledger
+whenever it opens a session's store and after every run.
+
+agentcore has no public call that reads a closed or foreign-owned store's ledger, so this
+reads the table itself: read-only (``mode=ro``), which in WAL mode never blocks the owner's
+writes and never takes its lock. The table's shape is frozen in schema v1.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    record_id: str
+    payload: dict[str, Any]
+
+
+def read_usage_ledger(store_path: str) -> list[LedgerRow]:
+    """Every usage row of the store in commit order; empty when the store does not exist yet."""
+    path = Path(store_path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return []
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        rows = conn.execute("SELECT record_id, payload FROM usage ORDER BY pos").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []
+        raise
+    finally:
+        conn.close()
+    out = []
+    for record_id, payload in rows:
+        data = json.loads(payload)
+        out.append(LedgerRow(str(record_id), data if isinstance(data, dict) else {}))
+    return out

@@ -1,0 +1,99 @@
+"""Issue #15, mobile: Studio at 390 px (a phone) and 768 px (a portrait tablet).
+
+Every page is checked for horizontal overflow (nothing may make the page scroll sideways),
+the session header for overlapping items, the plan review for buttons leaving their card, and
+the Trace for being reachable without scrolling to the end of a long page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Studio, new_page, wait_settled
+from tests.e2e.test_studio_e2e import create_session, send
+
+pytestmark = pytest.mark.e2e
+
+WIDTHS = [390, 768]
+
+
+async def assert_no_horizontal_overflow(page: Any) -> None:
+    overflow = await page.evaluate(
+        """() => {
+        const root = document.scrollingElement;
+        const wide = [...document.querySelectorAll('body *')].filter(el => {
+          const r = el.getBoundingClientRect();
+          return r.width > 0 && r.right > root.clientWidth + 1 && getComputedStyle(el).visibility !== 'hidden'
+            && !el.closest('.trace:not(.trace-open .trace)');
+        }).slice(0, 5).map(el => el.tagName + '.' + el.className + ' ' + Math.round(el.getBoundingClientRect().right));
+        return {scroll: root.scrollWidth, client: root.clientWidth, wide};
+      }"""
+    )
+    assert overflow["scroll"] <= overflow["client"], overflow
+    assert overflow["wide"] == [], overflow
+
+
+async def assert_apart(page: Any, selectors: list[str]) -> None:
+    """The header items do not overlap each other."""
+    boxes = []
+    for selector in selectors:
+        box = await page.locator(selector).first.bounding_box()
+        assert box, selector
+        boxes.append((selector, box))
+    for i, (a, p) in enumerate(boxes):
+        for b, q in boxes[i + 1 :]:
+            apart = (
+                p["x"] + p["width"] <= q["x"] + 0.5
+                or q["x"] + q["width"] <= p["x"] + 0.5
+                or p["y"] + p["height"] <= q["y"] + 0.5
+                or q["y"] + q["height"] <= p["y"] + 0.5
+            )
+            assert apart, (a, p, b, q)
+
+
+async def assert_inside(page: Any, inner: str, outer: str) -> None:
+    i, o = await page.locator(inner).bounding_box(), await page.locator(outer).bounding_box()
+    assert i and o
+    assert o["x"] - 0.5 <= i["x"] and i["x"] + i["width"] <= o["x"] + o["width"] + 0.5, (inner, i, o)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_sessions_and_a_working_session_fit_the_screen(studio_server: Studio, browser: Any, width: int) -> None:
+    page = await new_page(browser, studio_server, width=width, height=844 if width < 600 else 1024)
+    await page.goto(studio_server.url("/"))
+    await assert_no_horizontal_overflow(page)
+    await create_session(page, studio_server, title="A title long enough to need trimming on a small phone screen")
+    await send(page, "What files are here? Read the README.")
+    await wait_settled(page)
+    await page.wait_for_selector("#conversation .tool")
+    await assert_no_horizontal_overflow(page)
+    await assert_apart(
+        page, ["#session-title", "#session-status .pill", "#session-stats", "#context-ring", "#conn-state"]
+    )
+    # The page itself never scrolls: the conversation scrolls inside, the composer stays visible.
+    assert await page.evaluate("document.scrollingElement.scrollHeight <= innerHeight + 1")
+    composer = await page.locator("#composer").bounding_box()
+    assert composer and composer["y"] + composer["height"] <= page.viewport_size["height"] + 1
+    # The Trace is a drawer: one tap away, on screen, with its tabs, and closes again.
+    assert not await page.locator(".tab[data-tab=tasks]").is_visible()
+    await page.click("#trace-toggle")
+    await page.wait_for_selector(".tab[data-tab=usage]", state="visible")
+    await page.click(".tab[data-tab=usage]")
+    await page.wait_for_selector("#tab-usage .usage-chart", state="visible")
+    await assert_inside(page, "#trace", "body")
+    await assert_no_horizontal_overflow(page)
+    await page.click("#trace-close")
+    await page.wait_for_selector(".tab[data-tab=usage]", state="hidden")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_plan_review_fits_its_card(studio_server: Studio, browser: Any, width: int) -> None:
+    page = await new_page(browser, studio_server, width=width, height=844 if width < 600 else 1024)
+    await create_session(page, studio_server, mode="plan")
+    await send(page, "Plan a small recipe book app with tags and search")
+    await page.wait_for_selector("#pending .review .checklist li")
+    await assert_inside(page, "#reject-plan", "#pending .review")
+    await assert_inside(page, "#approve-plan", "#pending .review")
+    await assert_no_horizontal_overflow(page)
