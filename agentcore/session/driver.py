@@ -199,10 +199,13 @@ class SessionDriver:
     async def _pump(self, *, until_idle: bool) -> AsyncIterator[AgentEvent]:
         self.ensure_activities()
         while True:
-            if (until_idle and self._idle() and self._bus.empty()) or (
-                not until_idle and self._stop_serving.is_set()
-            ):
-                yield self.session_event()  # the last event: the settled state
+            if until_idle and self._idle() and self._bus.empty():
+                self.ensure_activities()  # work an activity left as it finished (a delivery, a queue)
+                if self._idle():
+                    yield self.session_event()  # the last event: the settled state
+                    return
+            if not until_idle and self._stop_serving.is_set():
+                yield self.session_event()
                 return
             if self._dirty:
                 yield self.session_event()
@@ -210,6 +213,7 @@ class SessionDriver:
             if isinstance(item, _Failed):
                 raise item.error
             if item is _WAKE:
+                self.ensure_activities()
                 continue
             yield item  # type: ignore[misc]
 
@@ -286,12 +290,15 @@ class SessionDriver:
             op = log.op
             if op is None:
                 if not self.start_next(context):
-                    return
+                    break
                 continue
             if op.get("phase") == "paused":
-                return
+                break
             await self.drive(context, op)
             self.control_handlers.apply_background_compaction(context)  # an input boundary
+        if context.kind == "subagent":
+            self.children.deliver_finished()  # the parent gets the result as its next input
+            self.ensure_activities()
 
     async def drive(self, context: Context, op: dict[str, Any]) -> RunEndEvent | None:
         """Run ``op`` of ``context`` to its end (or pause); returns its final event."""
