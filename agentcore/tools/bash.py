@@ -7,15 +7,14 @@ all) or a host-side sandbox limit what a command can do.
 The command gets its own process group (``start_new_session``), so a timeout or a cancel
 (``ctx.abort``) can stop everything it started: SIGTERM to the group, a short grace, then
 SIGKILL to the group. Output (stdout and stderr interleaved) streams to ``ctx.on_update``
-as it arrives. The result keeps the TAIL of the output, where errors and summaries are;
-when output is cut, the whole output is saved to a file whose path is given, and the guard
-is told that file may be read.
+as it arrives, decoded with the ``display`` convention (bytes that are not UTF-8 as ``\\xNN``). The result keeps the
+TAIL of the output, where errors and summaries are; when output is cut, the whole output is
+saved to a file whose path is given, and the guard is told that file may be read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import os
 import re
@@ -26,6 +25,7 @@ from typing import Any, Final
 
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.display import decode_bytes, display_name, incremental_decoder
 from agentcore.tools.truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 
 DEFAULT_TIMEOUT: Final = 120.0
@@ -41,7 +41,7 @@ DESCRIPTION = (
     "saved to a file whose path is given (read it with the read tool). A non-zero exit code is reported as an "
     f"error. timeout is in seconds (default {DEFAULT_TIMEOUT:.0f}, at most {MAX_TIMEOUT:.0f}); on timeout the "
     "command and everything it started are killed. Redirect the output of background processes "
-    "(`cmd > log 2>&1 &`) so the call can finish."
+    "(`cmd > log 2>&1 &`) so the call can finish. Bytes that are not UTF-8 are shown as \\xNN."
 )
 
 PARAMETERS: dict[str, Any] = {
@@ -113,7 +113,7 @@ class OutputCollector:
             self._spool = None
 
     def text(self) -> str:
-        text = bytes(self._tail).decode("utf-8", "replace")
+        text = decode_bytes(bytes(self._tail))
         if self.dropped:  # the first kept line is probably partial
             text = text.split("\n", 1)[-1]
         return text
@@ -141,7 +141,7 @@ async def kill_process_group(proc: asyncio.subprocess.Process, reader: asyncio.T
 
 async def _pump(proc: asyncio.subprocess.Process, out: OutputCollector, ctx: ToolContext) -> None:
     assert proc.stdout is not None
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    decoder = incremental_decoder()
     while chunk := await proc.stdout.read(65536):
         out.feed(chunk)
         if ctx.on_update is not None:
@@ -182,7 +182,7 @@ async def run_command(command: str, timeout: float, ctx: ToolContext) -> ToolRes
     if ctx.abort.is_set():
         return ToolResult.text("Command was not started: the run was cancelled.", is_error=True)
     if not ctx.workdir.is_dir():
-        raise ToolError(f"working directory {ctx.workdir} does not exist")
+        raise ToolError(f"working directory {display_name(ctx.workdir)} does not exist")
     out = OutputCollector(ctx.scratch_dir, ctx.tool_call_id)
     proc = await _spawn(command, ctx)
     reader = asyncio.create_task(_pump(proc, out, ctx))
@@ -219,7 +219,8 @@ def _result(out: OutputCollector, code: int | None, outcome: str, timeout: float
         ctx.guard.allow_read_file(full_path)
         notes.append(
             f"[Output cut: showing the last {tail.output_lines} lines ({format_size(tail.output_bytes)} of "
-            f"{format_size(out.total_bytes)}). Full output: {full_path} — use read with offset to see more.]"
+            f"{format_size(out.total_bytes)}). Full output: {display_name(full_path)} — use read with offset to "
+            "see more.]"
         )
     if outcome == "held":
         notes.append(
@@ -241,7 +242,7 @@ def _result(out: OutputCollector, code: int | None, outcome: str, timeout: float
         "exit_code": code,
         "timed_out": outcome == "timeout",
         "cancelled": outcome == "cancelled",
-        "full_output_path": str(full_path) if full_path else None,
+        "full_output_path": display_name(full_path) if full_path else None,
     }
     return result
 
