@@ -6,8 +6,11 @@ all) or a host-side sandbox limit what a command can do.
 
 The command gets its own process group (``start_new_session``), so a timeout or a cancel
 (``ctx.abort``) can stop everything it started: SIGTERM to the group, a short grace, then
-SIGKILL to the group. Output (stdout and stderr interleaved) streams to ``ctx.on_update``
-as it arrives, decoded with the ``display`` convention (bytes that are not UTF-8 as ``\\xNN``). The result keeps the
+SIGKILL to the group. The group is also tied to this process's life (``lifeline``): if the
+agent dies — even by SIGKILL — a watcher kills the group, and the call's token
+(``AGENTCORE_CALL_TOKEN``, from ``ctx.call_token``) lets recovery reap anything that escaped.
+Output (stdout and stderr interleaved) streams to ``ctx.on_update`` as it arrives, decoded
+with the ``display`` convention (bytes that are not UTF-8 as ``\\xNN``). The result keeps the
 TAIL of the output, where errors and summaries are; when output is cut, the whole output is
 saved to a file whose path is given, and the guard is told that file may be read.
 """
@@ -26,6 +29,7 @@ from typing import Any, Final
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.display import decode_bytes, display_name, incremental_decoder
+from agentcore.tools.lifeline import new_call_token, process_lifeline
 from agentcore.tools.truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 
 DEFAULT_TIMEOUT: Final = 120.0
@@ -41,7 +45,8 @@ DESCRIPTION = (
     "saved to a file whose path is given (read it with the read tool). A non-zero exit code is reported as an "
     f"error. timeout is in seconds (default {DEFAULT_TIMEOUT:.0f}, at most {MAX_TIMEOUT:.0f}); on timeout the "
     "command and everything it started are killed. Redirect the output of background processes "
-    "(`cmd > log 2>&1 &`) so the call can finish. Bytes that are not UTF-8 are shown as \\xNN."
+    "(`cmd > log 2>&1 &`) so the call can finish; they keep running after the call but not after the agent "
+    "exits. Bytes that are not UTF-8 are shown as \\xNN."
 )
 
 PARAMETERS: dict[str, Any] = {
@@ -151,18 +156,22 @@ async def _pump(proc: asyncio.subprocess.Process, out: OutputCollector, ctx: Too
 
 
 async def _spawn(command: str, ctx: ToolContext) -> asyncio.subprocess.Process:
-    """Start the command in a new session; a cancel during start-up still kills its whole group.
+    """Start the command in a new session tied to the lifeline; a cancel during start-up still
+    kills its whole group.
 
     The process exists before ``create_subprocess_exec`` returns, and asyncio's own clean-up on
     cancellation kills only the shell, so a child it already started would be orphaned. The
     spawn is therefore shielded, and on cancellation its group is killed once it is known.
     """
+    lifeline = process_lifeline()
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             _shell(),
             "-c",
             command,
             cwd=ctx.workdir,
+            env=lifeline.environment(ctx.call_token or new_call_token()),
+            pass_fds=lifeline.pass_fds(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
