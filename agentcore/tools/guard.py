@@ -68,14 +68,14 @@ def validate_path_text(path: str) -> None:
     try:
         raw = os.fsencode(path)
     except UnicodeEncodeError as exc:
-        raise ToolError(f"path {shown!r} is not valid Unicode: {exc.reason}") from None
+        raise ToolError(f"path '{shown}' is not valid Unicode: {exc.reason}") from None
     if len(raw) > PATH_MAX:
-        raise ToolError(f"path is too long ({len(raw)} bytes; the limit is {PATH_MAX}): {shown[:80]!r}…")
+        raise ToolError(f"path is too long ({len(raw)} bytes; the limit is {PATH_MAX}): '{shown[:80]}'…")
     for part in raw.split(b"/"):
         if len(part) > NAME_MAX:
             name = display_name(os.fsdecode(part))[:60]
             raise ToolError(
-                f"path component {name!r}… is too long ({len(part)} bytes; a file name may have at most "
+                f"path component '{name}'… is too long ({len(part)} bytes; a file name may have at most "
                 f"{NAME_MAX} bytes)"
             )
 
