@@ -1,14 +1,23 @@
 """Boundary models: ``create_agent`` options and per-run ``AgentInput`` (SPEC R1, I1–I2).
 
-Both are strict pydantic models: an unknown option or a wrong type is an
-``input_validation`` error naming the field, raised before anything touches the store.
+All are strict pydantic models: an unknown option, a wrong type or a bad value is an
+``InputValidationError`` (code ``input_validation``) naming the field — however the model is
+built: ``AgentInput(...)``, ``AgentInput.model_validate(...)`` or ``validate_model`` — and it
+is raised before anything touches the store. A raw pydantic ``ValidationError`` never leaves
+this module.
+
+Inline images are checked here too (I1): strict base64, at most ``MAX_IMAGE_BYTES`` decoded,
+and content whose magic bytes match the declared ``mime_type`` — a provider would reject
+anything else on every later request of the conversation.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+import base64
+import binascii
+from typing import Any, Final, Literal, Self, TypeAlias, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from agentcore.errors import InputValidationError
 from agentcore.models.attributes import ModelAttributes, parse_model_attributes
@@ -18,21 +27,107 @@ Effort: TypeAlias = Literal["", "off", "minimal", "low", "medium", "high", "xhig
 PermissionPolicy: TypeAlias = Literal["read-only", "workspace", "auto"]
 Mode: TypeAlias = Literal["build", "plan"]
 
+ImageMime: TypeAlias = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+IMAGE_MIME_TYPES: Final[tuple[str, ...]] = get_args(ImageMime)
+
 MAX_PROMPT_CHARS = 1_000_000
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
+MAX_IMAGE_BASE64_CHARS: Final = (MAX_IMAGE_BYTES + 2) // 3 * 4
 
 
-class ImageInput(BaseModel):
+def image_mime_type(head: bytes) -> str | None:
+    """Recognise the image formats providers accept, by content rather than by name or label."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if len(head) >= 12 and head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def check_image_data(data: str, mime_type: str, *, max_bytes: int = MAX_IMAGE_BYTES) -> None:
+    """Raise ``ValueError`` (with a reason a person can act on) unless ``data`` is a real image.
+
+    Real means: strict base64 (no ``data:`` prefix, no whitespace, correct padding), at most
+    ``max_bytes`` once decoded, and magic bytes that say ``mime_type``.
+    """
+    if mime_type not in IMAGE_MIME_TYPES:
+        raise ValueError(f"mime_type {mime_type!r} is not one of {', '.join(IMAGE_MIME_TYPES)}")
+    if len(data) > (max_bytes + 2) // 3 * 4:
+        raise ValueError(f"the image is larger than {max_bytes} bytes")
+    if data.startswith("data:"):
+        raise ValueError("give the bare base64 content, without a 'data:' URL prefix")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"not valid base64 ({exc})") from None
+    if not raw:
+        raise ValueError("the image is empty")
+    found = image_mime_type(raw[:16])
+    if found is None:
+        raise ValueError(f"the content is not a PNG, JPEG, GIF or WebP image (declared {mime_type})")
+    if found != mime_type:
+        raise ValueError(f"the content is {found}, not the declared {mime_type}")
+
+
+def input_error(exc: ValidationError, what: str) -> InputValidationError:
+    """The ``InputValidationError`` for the first problem pydantic found, naming its field."""
+    error = exc.errors()[0]
+    loc = ".".join(str(part) for part in error["loc"]) or what
+    ctx_error = (error.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, InputValidationError):
+        return ctx_error
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return InputValidationError(f"{loc}: {message}", field=loc)
+
+
+class BoundaryModel(BaseModel):
+    """A strict model at the API boundary: invalid data raises ``InputValidationError``.
+
+    Building one directly (``AgentInput(prompt=...)``) or through ``model_validate`` gives the
+    same typed error as ``validate_model``; nested models report the full path
+    (``images.0.data``).
+    """
+
     model_config = ConfigDict(extra="forbid")
 
-    data: str = Field(max_length=MAX_IMAGE_BYTES * 4 // 3 + 4)  # base64
-    mime_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise input_error(exc, type(self).__name__) from exc
+
+    # Marks this __init__ as pydantic's own (as ``RootModel`` does), so a NESTED model is still
+    # validated by pydantic-core and its errors keep their full path (``images.0.data``).
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise input_error(exc, cls.__name__) from exc
 
 
-class PlanResume(BaseModel):
+class ImageInput(BoundaryModel):
+    # mime_type is declared first so that it is validated first: the data check needs it.
+    mime_type: ImageMime
+    data: str = Field(min_length=1, max_length=MAX_IMAGE_BASE64_CHARS)  # base64, no data: prefix
+
+    @field_validator("data")
+    @classmethod
+    def _real_image(cls, value: str, info: ValidationInfo) -> str:
+        mime = info.data.get("mime_type")
+        if mime is not None:  # an invalid mime_type is reported on its own
+            check_image_data(value, mime)
+        return value
+
+
+class PlanResume(BoundaryModel):
     """The reviewer's decision on a plan; ``plan`` carries the plan text so it survives compaction."""
-
-    model_config = ConfigDict(extra="forbid")
 
     approval_id: str
     approved: bool
@@ -40,25 +135,19 @@ class PlanResume(BaseModel):
     notes: str = ""
 
 
-class AskResume(BaseModel):
+class AskResume(BoundaryModel):
     """Answers to a pending ``ask_user`` call: one entry per question id."""
-
-    model_config = ConfigDict(extra="forbid")
 
     answers: dict[str, list[str] | str]
 
 
-class ToolApprovalResume(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ToolApprovalResume(BoundaryModel):
     approval_id: str
     approved: bool
     message: str = ""
 
 
-class AgentInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class AgentInput(BoundaryModel):
     prompt: str = Field(default="", max_length=MAX_PROMPT_CHARS)
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
     images: list[ImageInput] = Field(default_factory=list)
@@ -88,10 +177,10 @@ class AgentInput(BaseModel):
         return parse_model_attributes(value, field_prefix="model_attributes")
 
 
-class AgentOptions(BaseModel):
+class AgentOptions(BoundaryModel):
     """Options of ``create_agent`` that are plain data (callables and objects are kept apart)."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     database_path: str | None = None
     workdir: str | None = None
@@ -123,12 +212,5 @@ def validate_model(model_cls: type[BaseModel], data: dict[str, Any], *, what: st
     """Validate ``data`` into ``model_cls``; raise ``InputValidationError`` naming the first bad field."""
     try:
         return model_cls.model_validate(data)
-    except InputValidationError:
-        raise
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        loc = ".".join(str(part) for part in error["loc"]) or what
-        ctx_error = (error.get("ctx") or {}).get("error")
-        if isinstance(ctx_error, InputValidationError):
-            raise ctx_error from exc
-        raise InputValidationError(f"{loc}: {error['msg']}", field=loc) from exc
+    except ValidationError as exc:  # a model that is not a BoundaryModel
+        raise input_error(exc, what) from exc

@@ -51,6 +51,10 @@ class ToolContext:
     accepts_images: bool = True
     scratch_dir: Path | None = None  # where bash saves full output of truncated commands
     on_update: Callable[[str], None] | None = None  # partial progress → `tool` update events
+    # The call's durable identity, exported to bash commands as AGENTCORE_CALL_TOKEN so that
+    # recovery can find what an interrupted call left running (``lifeline.reap_orphaned_call``).
+    # The engine should store it with the call's intent; None → bash makes up a random one.
+    call_token: str | None = None
 
 
 ToolExecute: TypeAlias = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]

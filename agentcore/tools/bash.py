@@ -6,16 +6,18 @@ all) or a host-side sandbox limit what a command can do.
 
 The command gets its own process group (``start_new_session``), so a timeout or a cancel
 (``ctx.abort``) can stop everything it started: SIGTERM to the group, a short grace, then
-SIGKILL to the group. Output (stdout and stderr interleaved) streams to ``ctx.on_update``
-as it arrives. The result keeps the TAIL of the output, where errors and summaries are;
-when output is cut, the whole output is saved to a file whose path is given, and the guard
-is told that file may be read.
+SIGKILL to the group. The group is also tied to this process's life (``lifeline``): if the
+agent dies — even by SIGKILL — a watcher kills the group, and the call's token
+(``AGENTCORE_CALL_TOKEN``, from ``ctx.call_token``) lets recovery reap anything that escaped.
+Output (stdout and stderr interleaved) streams to ``ctx.on_update`` as it arrives, decoded
+with the ``display`` convention (bytes that are not UTF-8 as ``\\xNN``). The result keeps the
+TAIL of the output, where errors and summaries are; when output is cut, the whole output is
+saved to a file whose path is given, and the guard is told that file may be read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import os
 import re
@@ -26,6 +28,8 @@ from typing import Any, Final
 
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.display import decode_bytes, display_name, incremental_decoder
+from agentcore.tools.lifeline import new_call_token, process_lifeline
 from agentcore.tools.truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 
 DEFAULT_TIMEOUT: Final = 120.0
@@ -41,7 +45,8 @@ DESCRIPTION = (
     "saved to a file whose path is given (read it with the read tool). A non-zero exit code is reported as an "
     f"error. timeout is in seconds (default {DEFAULT_TIMEOUT:.0f}, at most {MAX_TIMEOUT:.0f}); on timeout the "
     "command and everything it started are killed. Redirect the output of background processes "
-    "(`cmd > log 2>&1 &`) so the call can finish."
+    "(`cmd > log 2>&1 &`) so the call can finish; they keep running after the call but not after the agent "
+    "exits. Bytes that are not UTF-8 are shown as \\xNN."
 )
 
 PARAMETERS: dict[str, Any] = {
@@ -113,7 +118,7 @@ class OutputCollector:
             self._spool = None
 
     def text(self) -> str:
-        text = bytes(self._tail).decode("utf-8", "replace")
+        text = decode_bytes(bytes(self._tail))
         if self.dropped:  # the first kept line is probably partial
             text = text.split("\n", 1)[-1]
         return text
@@ -141,7 +146,7 @@ async def kill_process_group(proc: asyncio.subprocess.Process, reader: asyncio.T
 
 async def _pump(proc: asyncio.subprocess.Process, out: OutputCollector, ctx: ToolContext) -> None:
     assert proc.stdout is not None
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    decoder = incremental_decoder()
     while chunk := await proc.stdout.read(65536):
         out.feed(chunk)
         if ctx.on_update is not None:
@@ -151,18 +156,22 @@ async def _pump(proc: asyncio.subprocess.Process, out: OutputCollector, ctx: Too
 
 
 async def _spawn(command: str, ctx: ToolContext) -> asyncio.subprocess.Process:
-    """Start the command in a new session; a cancel during start-up still kills its whole group.
+    """Start the command in a new session tied to the lifeline; a cancel during start-up still
+    kills its whole group.
 
     The process exists before ``create_subprocess_exec`` returns, and asyncio's own clean-up on
     cancellation kills only the shell, so a child it already started would be orphaned. The
     spawn is therefore shielded, and on cancellation its group is killed once it is known.
     """
+    lifeline = process_lifeline()
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
             _shell(),
             "-c",
             command,
             cwd=ctx.workdir,
+            env=lifeline.environment(ctx.call_token or new_call_token()),
+            pass_fds=lifeline.pass_fds(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -182,7 +191,7 @@ async def run_command(command: str, timeout: float, ctx: ToolContext) -> ToolRes
     if ctx.abort.is_set():
         return ToolResult.text("Command was not started: the run was cancelled.", is_error=True)
     if not ctx.workdir.is_dir():
-        raise ToolError(f"working directory {ctx.workdir} does not exist")
+        raise ToolError(f"working directory {display_name(ctx.workdir)} does not exist")
     out = OutputCollector(ctx.scratch_dir, ctx.tool_call_id)
     proc = await _spawn(command, ctx)
     reader = asyncio.create_task(_pump(proc, out, ctx))
@@ -219,7 +228,8 @@ def _result(out: OutputCollector, code: int | None, outcome: str, timeout: float
         ctx.guard.allow_read_file(full_path)
         notes.append(
             f"[Output cut: showing the last {tail.output_lines} lines ({format_size(tail.output_bytes)} of "
-            f"{format_size(out.total_bytes)}). Full output: {full_path} — use read with offset to see more.]"
+            f"{format_size(out.total_bytes)}). Full output: {display_name(full_path)} — use read with offset to "
+            "see more.]"
         )
     if outcome == "held":
         notes.append(
@@ -241,7 +251,7 @@ def _result(out: OutputCollector, code: int | None, outcome: str, timeout: float
         "exit_code": code,
         "timed_out": outcome == "timeout",
         "cancelled": outcome == "cancelled",
-        "full_output_path": str(full_path) if full_path else None,
+        "full_output_path": display_name(full_path) if full_path else None,
     }
     return result
 

@@ -11,6 +11,15 @@ Concurrency: independent ``read_only`` calls from one model response may run at 
 time; a call that is not read-only runs alone, after everything before it and before
 everything after it. ``run_concurrently`` does exactly that and returns results in the
 model's order.
+
+The executor is also the boundary where tool output becomes durable text, so everything that
+crosses it is made safe to commit and to send to a provider, whatever the tool (built-in,
+extra or MCP): text, partial output, prepared arguments and ``structured_content`` strings are
+valid UTF-8 (``display.clean_text``: undecodable bytes as ``\\xNN``); ``structured_content`` must
+be JSON (no NaN, no bytes) or the call is an error; an image block must be real (strict base64,
+a PNG/JPEG/GIF/WebP whose content matches its ``mime_type``) or it is replaced by a note. A
+result that could not be committed would fail the run — and, for a replay-safe tool, every
+resume of it — so nothing of the kind may pass.
 """
 
 from __future__ import annotations
@@ -25,9 +34,13 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from agentcore.errors import ToolError
+from agentcore.inputs import check_image_data
+from agentcore.messages import ImageContent, TextContent, UserContent
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.display import clean_text, clean_value
 
 MAX_REPORTED_ERRORS: Final = 5
+_STRICT_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
 def _field_of(error: ValidationError) -> str:
@@ -74,6 +87,7 @@ def prepare_call(tool: AgentTool, raw_arguments: Any) -> dict[str, Any] | ToolRe
             return ToolResult.text(f"Invalid arguments for tool {tool.name!r}: not valid JSON ({exc})", is_error=True)
     if arguments is None:
         arguments = {}
+    arguments = clean_value(arguments)  # committed with the intent: must be valid UTF-8 text
     if not isinstance(arguments, dict):
         return ToolResult.text(
             f"Invalid arguments for tool {tool.name!r}: expected a JSON object, got {type(arguments).__name__}",
@@ -81,9 +95,14 @@ def prepare_call(tool: AgentTool, raw_arguments: Any) -> dict[str, Any] | ToolRe
         )
     if tool.prepare_arguments is not None:
         try:
-            arguments = tool.prepare_arguments(dict(arguments))
+            arguments = clean_value(tool.prepare_arguments(dict(arguments)))
         except Exception as exc:
             return ToolResult.text(f"Invalid arguments for tool {tool.name!r}: {_message(exc)}", is_error=True)
+        if not isinstance(arguments, dict):
+            return ToolResult.text(
+                f"Tool {tool.name!r}: prepare_arguments returned {type(arguments).__name__}, not an object",
+                is_error=True,
+            )
     try:
         errors = validate_against(tool.parameters, arguments)
     except SchemaError as exc:
@@ -99,9 +118,48 @@ def prepare_call(tool: AgentTool, raw_arguments: Any) -> dict[str, Any] | ToolRe
 
 def _message(exc: BaseException) -> str:
     if isinstance(exc, ToolError):
-        return str(exc) or "tool failed"
-    text = str(exc)
+        return clean_text(str(exc)) or "tool failed"
+    text = clean_text(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _clean_image(block: ImageContent) -> UserContent:
+    try:
+        check_image_data(block.data, block.mime_type)
+    except (TypeError, ValueError) as exc:
+        label = clean_text(block.mime_type) if isinstance(block.mime_type, str) else "?"
+        return TextContent(f"[image ({label}) omitted: {clean_text(str(exc))}]")
+    return block
+
+
+def _safe_result(tool: AgentTool, result: ToolResult) -> ToolResult:
+    """``result`` with only committable content (see the module docstring), or an error result."""
+    content: list[UserContent] = []
+    for block in result.content:
+        if isinstance(block, TextContent) and isinstance(block.text, str):
+            text = clean_text(block.text)
+            content.append(block if text is block.text else TextContent(text))
+        elif isinstance(block, ImageContent):
+            content.append(_clean_image(block))
+        else:
+            return ToolResult.text(
+                f"Tool {tool.name!r} returned a content block of type {type(block).__name__}; "
+                "expected TextContent or ImageContent",
+                is_error=True,
+            )
+    structured = result.structured_content
+    if structured is not None:
+        structured = clean_value(structured)
+        try:
+            _STRICT_JSON.encode(structured)
+        except (TypeError, ValueError) as exc:
+            return ToolResult.text(
+                f"Tool {tool.name!r} returned structured content that is not JSON: {clean_text(str(exc))}",
+                is_error=True,
+            )
+    if structured is result.structured_content and all(a is b for a, b in zip(content, result.content, strict=True)):
+        return result
+    return ToolResult(content, is_error=result.is_error, structured_content=structured, terminate=result.terminate)
 
 
 async def execute_call(
@@ -111,7 +169,14 @@ async def execute_call(
     *,
     propagate: tuple[type[BaseException], ...] = (),
 ) -> ToolResult:
-    """Run ``tool`` with prepared ``arguments``; never raises except CancelledError and ``propagate``."""
+    """Run ``tool`` with prepared ``arguments``; never raises except CancelledError and ``propagate``.
+
+    The result (and every partial update passed to ``ctx.on_update``) is valid UTF-8 text and
+    committable JSON, whatever the tool returned (see the module docstring).
+    """
+    forward = ctx.on_update
+    if forward is not None:
+        ctx.on_update = lambda partial: forward(clean_text(partial) if isinstance(partial, str) else str(partial))
     try:
         result = await tool.execute(arguments, ctx)
     except asyncio.CancelledError:
@@ -120,10 +185,13 @@ async def execute_call(
         if propagate and isinstance(exc, propagate):
             raise
         return ToolResult.text(_message(exc), is_error=True)
+    finally:
+        ctx.on_update = forward
     if not isinstance(result, ToolResult):
         return ToolResult.text(
             f"Tool {tool.name!r} returned {type(result).__name__} instead of a ToolResult", is_error=True
         )
+    result = _safe_result(tool, result)
     if tool.output_schema is not None and not result.is_error:
         try:
             errors = validate_against(tool.output_schema, result.structured_content)

@@ -18,6 +18,10 @@ file system can change (a directory or the file itself swapped for a symlink). `
 closes that window: it walks the checked real path from ``/`` one component at a time with
 ``O_NOFOLLOW``, so the file it opens is exactly the one that was checked, or it fails.
 
+Names that are not UTF-8 are shown as ``\\xNN`` escapes (``display``), and a path argument
+written that way reaches the real file: ``resolve`` maps escapes back to bytes, component by
+component, when the literal name does not exist but the byte name does (``address_path``).
+
 Not covered: a hard link inside the workspace to an outside file looks like an inside file
 (only ``bash`` or the host could have made one).
 """
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Final, Literal, TypeAlias, get_args
 
 from agentcore.errors import InputValidationError, ToolError
+from agentcore.tools.display import address_path, display_name
 
 PermissionPolicy: TypeAlias = Literal["read-only", "workspace", "auto"]
 PERMISSION_POLICIES: Final[tuple[str, ...]] = get_args(PermissionPolicy)
@@ -51,22 +56,26 @@ def validate_policy(policy: str, field: str = "permission_policy") -> Permission
 
 
 def validate_path_text(path: str) -> None:
-    """Refuse paths no file system call could take, with a message the model can act on."""
+    """Refuse paths no file system call could take, with a message the model can act on.
+
+    Lengths are counted in the bytes the path stands for (surrogate escapes count one byte).
+    """
     if not isinstance(path, str) or path == "":
         raise ToolError("path must be a non-empty string")
+    shown = display_name(path)
     if "\x00" in path:
-        raise ToolError(f"path {path!r} contains a NUL byte; file names cannot contain NUL")
+        raise ToolError(f"path {shown!r} contains a NUL byte; file names cannot contain NUL")
     try:
         raw = os.fsencode(path)
     except UnicodeEncodeError as exc:
-        raise ToolError(f"path {path!r} is not valid Unicode: {exc.reason}") from None
+        raise ToolError(f"path '{shown}' is not valid Unicode: {exc.reason}") from None
     if len(raw) > PATH_MAX:
-        raise ToolError(f"path is too long ({len(raw)} bytes; the limit is {PATH_MAX}): {path[:80]!r}…")
+        raise ToolError(f"path is too long ({len(raw)} bytes; the limit is {PATH_MAX}): '{shown[:80]}'…")
     for part in raw.split(b"/"):
         if len(part) > NAME_MAX:
-            shown = os.fsdecode(part)[:60]
+            name = display_name(os.fsdecode(part))[:60]
             raise ToolError(
-                f"path component {shown!r}… is too long ({len(part)} bytes; a file name may have at most "
+                f"path component '{name}'… is too long ({len(part)} bytes; a file name may have at most "
                 f"{NAME_MAX} bytes)"
             )
 
@@ -140,31 +149,36 @@ class PathGuard:
         """The real path of ``path`` (relative paths are taken from ``workdir``), or a ToolError.
 
         The file does not need to exist. Confinement is decided on the fully resolved path.
+        ``\\xNN`` escapes in ``path`` reach names that are not UTF-8 (``address_path``).
         """
+        shown = path  # messages quote the argument as the model wrote it
+        if isinstance(path, str) and path and "\x00" not in path:
+            expanded = os.path.expanduser(path) if path.startswith("~") else path
+            path = address_path(expanded, str(self.workdir))
         validate_path_text(path)
         if write and not self.can_write:
-            raise ToolError(f"cannot modify {path}: the permission policy is read-only")
-        expanded = os.path.expanduser(path) if path.startswith("~") else path
-        joined = os.path.join(self.workdir, expanded)
+            raise ToolError(f"cannot modify {shown}: the permission policy is read-only")
+        joined = os.path.join(self.workdir, path)
         try:
             real = Path(os.path.realpath(joined))
         except OSError as exc:  # pragma: no cover - realpath(strict=False) rarely raises
-            raise ToolError(describe_os_error(exc, path)) from None
+            raise ToolError(describe_os_error(exc, shown)) from None
         if not self.is_allowed(real, write=write):
-            where = ", ".join(str(root) for root in self.roots)
+            where = ", ".join(display_name(root) for root in self.roots)
             raise ToolError(
-                f"access denied: {path} resolves to {real}, which is outside the workspace ({where}). "
-                f"The permission policy '{self.policy}' confines file tools to the workspace."
+                f"access denied: {shown} resolves to {display_name(real)}, which is outside the workspace "
+                f"({where}). The permission policy '{self.policy}' confines file tools to the workspace."
             )
         return real
 
     def display(self, real: Path) -> str:
-        """How a path is shown to the model: relative to workdir when inside it."""
+        """How a path is shown to the model: relative to workdir when inside it, with bytes that
+        are not UTF-8 as ``\\xNN`` escapes (which ``resolve`` accepts back)."""
         if real == self.workdir:
             return "."
         if real.is_relative_to(self.workdir):
-            return str(real.relative_to(self.workdir))
-        return str(real)
+            return display_name(real.relative_to(self.workdir))
+        return display_name(real)
 
     def open_file(
         self,
@@ -197,7 +211,7 @@ class PathGuard:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise ToolError(
-                    f"refusing {path}: {real} is a symbolic link (it changed after the permission check "
+                    f"refusing {path}: {display_name(real)} is a symbolic link (it changed after the permission check "
                     "or is a link loop); nothing was touched"
                 ) from None
             raise ToolError(describe_os_error(exc, path)) from None
@@ -224,7 +238,7 @@ class PathGuard:
                 child = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
             except FileNotFoundError:
                 if not create:
-                    raise ToolError(f"{shown}: directory {real.parent} does not exist") from None
+                    raise ToolError(f"{shown}: directory {display_name(real.parent)} does not exist") from None
                 try:
                     os.mkdir(part, 0o777, dir_fd=fd)
                 except FileExistsError:
@@ -235,12 +249,12 @@ class PathGuard:
             except OSError as exc:
                 if exc.errno in (errno.ENOTDIR, errno.ELOOP):
                     raise ToolError(
-                        f"refusing {shown}: a directory on the way to {real} is not a plain directory "
+                        f"refusing {shown}: a directory on the way to {display_name(real)} is not a plain directory "
                         "(a symbolic link or file appeared after the permission check); nothing was touched"
                     ) from None
                 raise ToolError(describe_os_error(exc, shown)) from None
             if not stat.S_ISDIR(os.fstat(child).st_mode):  # pragma: no cover - O_DIRECTORY guarantees this
                 os.close(child)
-                raise ToolError(f"refusing {shown}: {part} is not a directory")
+                raise ToolError(f"refusing {shown}: {display_name(part)} is not a directory")
             return child
-        raise ToolError(f"{shown}: could not create directory {part}")  # pragma: no cover
+        raise ToolError(f"{shown}: could not create directory {display_name(part)}")  # pragma: no cover

@@ -1,7 +1,8 @@
 """The ``ls`` tool: one directory's entries, sorted, directories marked with ``/`` (SPEC T1).
 
 Symbolic links are listed as ``name -> target`` and never followed, so a link cannot make an
-outside directory look like part of the workspace.
+outside directory look like part of the workspace. Names (and link targets) that are not UTF-8
+show their odd bytes as ``\\xNN``; the other file tools accept a name written that way.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Final
 
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.display import display_name
 from agentcore.tools.guard import PathGuard
 from agentcore.tools.truncate import MAX_BYTES, truncate_head
 
@@ -34,14 +36,15 @@ PARAMETERS: dict[str, Any] = {
 
 
 def _describe(entry: os.DirEntry[str], dir_fd: int) -> str:
+    name = display_name(entry.name)
     try:
         if entry.is_symlink():
-            return f"{entry.name} -> {os.readlink(entry.name, dir_fd=dir_fd)}"
+            return f"{name} -> {display_name(os.readlink(entry.name, dir_fd=dir_fd))}"
         if entry.is_dir(follow_symlinks=False):
-            return entry.name + "/"
+            return name + "/"
     except OSError:
         pass
-    return entry.name
+    return name
 
 
 def ls_path(guard: PathGuard, path: str, limit: int) -> ToolResult:

@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO, Final
 
 from agentcore.errors import ToolError
+from agentcore.inputs import image_mime_type
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.display import decode_bytes
 from agentcore.tools.guard import PathGuard
 from agentcore.tools.truncate import MAX_BYTES, MAX_LINE_CHARS, MAX_LINES, cut_line, format_size
 
@@ -43,19 +45,6 @@ PARAMETERS: dict[str, Any] = {
 }
 
 
-def image_mime_type(head: bytes) -> str | None:
-    """Recognise the image formats providers accept, by content rather than by file name."""
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if head.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if head.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if len(head) >= 12 and head.startswith(b"RIFF") and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
-
-
 def _read_image(handle: BinaryIO, size: int, mime: str, shown: str, accepts_images: bool) -> ToolResult:
     if not accepts_images:
         return ToolResult.text(
@@ -67,7 +56,9 @@ def _read_image(handle: BinaryIO, size: int, mime: str, shown: str, accepts_imag
             f"{shown} is an image ({mime}) of {format_size(size)}; images larger than "
             f"{format_size(MAX_IMAGE_BYTES)} cannot be sent to the model. Make a smaller copy first."
         )
-    data = handle.read()
+    data = handle.read(MAX_IMAGE_BYTES + 1)  # the file may have grown since fstat
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ToolError(f"{shown} grew past {format_size(MAX_IMAGE_BYTES)} while it was read; make a smaller copy.")
     return ToolResult.image(base64.b64encode(data).decode("ascii"), mime, f"Read image {shown} [{mime}]")
 
 
@@ -112,7 +103,7 @@ def _read_text(handle: BinaryIO, shown: str, offset: int, limit: int | None) -> 
         if len(out) >= max_lines:
             stopped_at = line_no
             break
-        text = raw.decode("utf-8", "replace").rstrip("\r\n")
+        text = decode_bytes(raw).rstrip("\r\n")
         text, cut = cut_line(text)
         if length >= _LINE_READ_CAP:
             text, cut = f"{text[:MAX_LINE_CHARS]}… [line cut, {length} bytes]", True

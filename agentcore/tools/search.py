@@ -6,6 +6,9 @@ grep reads each file in binary, skips it early when its first 8 KB contain a NUL
 only splits into lines the files the compiled pattern matches at all, which keeps a
 50,000-file tree fast without threads (a thread pool measured slower: the work is CPU-bound
 under the GIL).
+
+Bytes that are not UTF-8 — in names and in file text — are shown (and matched) as ``\\xNN``,
+the convention of ``display``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any, Final
 
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.display import decode_bytes
 from agentcore.tools.guard import PathGuard
 from agentcore.tools.truncate import GREP_MAX_LINE_CHARS, MAX_BYTES, cut_line, truncate_head
 from agentcore.tools.walk import compile_glob, walk
@@ -89,7 +93,9 @@ def compile_query(args: dict[str, Any]) -> GrepQuery:
     except re.error as exc:
         hint = "set literal=true to search plain text"
         raise ToolError(f"invalid regular expression {pattern!r}: {exc}; {hint}") from None
-    needle = pattern.encode("utf-8", "surrogatepass") if literal and not ignore_case and "\n" not in pattern else None
+    # A literal with a backslash may be an ``\\xNN`` escape, which matches decoded text, not raw bytes.
+    plain = literal and not ignore_case and "\n" not in pattern and "\\" not in pattern
+    needle = pattern.encode("utf-8", "surrogatepass") if plain else None
     glob = args.get("glob")
     return GrepQuery(
         regex=regex,
@@ -163,7 +169,7 @@ def grep_path(guard: PathGuard, path: str, query: GrepQuery, should_stop: Callab
             data = _read_bytes(fd)
             if data is None:
                 raise ToolError(f"{root} is a binary file (or larger than 16 MB); grep skips such files")
-            text = data.decode("utf-8", "replace")
+            text = decode_bytes(data)
             if query.regex.search(text):
                 rows = _file_hits(text, query, query.limit)
                 matches = sum(1 for row in rows if row[2])
@@ -191,7 +197,7 @@ def _grep_tree(root_fd: int, root: str, query: GrepQuery, out: list[str], should
     matches = 0
     size = 0
     for entry in walk(root_fd, should_stop):
-        if entry.kind != "file" or (query.matches_glob and not query.matches_glob(entry.name, entry.rel)):
+        if entry.kind != "file" or (query.matches_glob and not query.matches_glob(entry.label, entry.rel)):
             continue
         try:
             fd = os.open(entry.name, _FILE_OPEN, dir_fd=entry.dir_fd)
@@ -205,7 +211,7 @@ def _grep_tree(root_fd: int, root: str, query: GrepQuery, out: list[str], should
             os.close(fd)
         if data is None or (query.needle is not None and query.needle not in data):
             continue
-        text = data.decode("utf-8", "replace")
+        text = decode_bytes(data)
         if query.regex.search(text) is None:
             continue
         rows = _file_hits(text, query, query.limit - matches)
@@ -232,7 +238,7 @@ def find_path(guard: PathGuard, path: str, pattern: str, limit: int, should_stop
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             raise ToolError(f"{root} is not a directory")
         for entry in walk(fd, should_stop):
-            if matches_glob(entry.name, entry.rel):
+            if matches_glob(entry.label, entry.rel):
                 if len(found) >= limit:
                     hit_limit = True
                     break

@@ -9,6 +9,9 @@ Three independent filters, applied in this order:
    the engine's job via ``auto_approve``).
 3. ``tools=[...]`` narrows what is left. It can never bring back a tool removed by 1 or 2;
    a name that no tool has is an input error, because a typo would silently remove a tool.
+   It narrows the BUILT-IN tools only: an enabled extra tool the list leaves out is an input
+   error too — the caller passed it in ``extra_tools`` and would otherwise lose it silently.
+   (To hide an extra tool, leave it out of ``extra_tools`` or disable it in ``tool_definitions``.)
 """
 
 from __future__ import annotations
@@ -101,6 +104,14 @@ def select_tools(
             raise InputValidationError(
                 f"tools names unknown tool(s): {', '.join(map(repr, unknown))}; "
                 f"known tools: {', '.join(sorted(known))}",
+                field="tools",
+            )
+        left_out = [tool.name for tool in extra_tools if tool.name not in disabled and tool.name not in tools]
+        if left_out:
+            raise InputValidationError(
+                f"tools leaves out the extra tool(s) {', '.join(map(repr, left_out))}, which would be dropped "
+                "silently; list them in tools, or do not pass them in extra_tools (or disable them in "
+                "tool_definitions)",
                 field="tools",
             )
     wanted = set(tools) if tools is not None else None

@@ -5,6 +5,10 @@ relative to its parent's file descriptor with ``O_NOFOLLOW``, so a directory swa
 symlink mid-walk is skipped instead of entered. ``.git`` directories are skipped. Entries
 are visited in sorted order (files of a directory, then its subdirectories) so results are
 stable from run to run.
+
+Each entry carries its real name (to open it) and its display form (``display_name``: bytes
+that are not UTF-8 as ``\\xNN``); globs match and results print the display form, so what the
+model sees is what it can match and pass back as a path.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from agentcore.tools.display import display_name
+
 SKIP_DIRS: Final = frozenset({".git"})
 _DIR_OPEN: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -24,8 +30,9 @@ class Entry:
     """One walked entry: its parent directory fd (valid only during iteration) and names."""
 
     dir_fd: int
-    name: str
-    rel: str  # path relative to the walk root, "/"-separated
+    name: str  # the real name (may hold surrogate escapes), for opening relative to dir_fd
+    label: str  # the name as displayed and matched
+    rel: str  # displayed path relative to the walk root, "/"-separated
     kind: str  # "file", "dir", "link" or "other"
 
 
@@ -42,15 +49,25 @@ def _kind(entry: os.DirEntry[str]) -> str:
     return "other"
 
 
-def _scan(fd: int, prefix: str) -> tuple[list[Entry], list[tuple[str, str]]]:
-    """The non-directory entries of ``fd`` and its subdirectories (name, rel), sorted by name."""
+def _label(name: str) -> str:
+    return name if name.isascii() else display_name(name)
+
+
+def _scan(fd: int, prefix: str) -> tuple[list[Entry], list[tuple[str, str, str]]]:
+    """The non-directory entries of ``fd`` and its subdirectories (name, label, rel), sorted by name."""
     try:
         with os.scandir(fd) as it:
             entries = sorted(((e.name, _kind(e)) for e in it), key=lambda item: item[0])
     except OSError:
         return [], []
-    others = [Entry(fd, name, prefix + name, kind) for name, kind in entries if kind != "dir"]
-    subdirs = [(name, prefix + name) for name, kind in entries if kind == "dir" and name not in SKIP_DIRS]
+    others = []
+    subdirs = []
+    for name, kind in entries:
+        label = _label(name)
+        if kind != "dir":
+            others.append(Entry(fd, name, label, prefix + label, kind))
+        elif name not in SKIP_DIRS:
+            subdirs.append((name, label, prefix + label))
     return others, subdirs
 
 
@@ -63,7 +80,7 @@ def walk(root_fd: int, should_stop: Callable[[], bool] = lambda: False) -> Itera
     """
     others, subdirs = _scan(root_fd, "")
     yield from others
-    frames: list[tuple[int, bool, Iterator[tuple[str, str]]]] = [(root_fd, False, iter(subdirs))]
+    frames: list[tuple[int, bool, Iterator[tuple[str, str, str]]]] = [(root_fd, False, iter(subdirs))]
     try:
         while frames:
             if should_stop():
@@ -75,8 +92,8 @@ def walk(root_fd: int, should_stop: Callable[[], bool] = lambda: False) -> Itera
                 if _owned:
                     os.close(fd)
                 continue
-            name, rel = step
-            yield Entry(fd, name, rel, "dir")
+            name, label, rel = step
+            yield Entry(fd, name, label, rel, "dir")
             try:
                 child = os.open(name, _DIR_OPEN, dir_fd=fd)
             except OSError:

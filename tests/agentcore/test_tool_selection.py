@@ -8,6 +8,7 @@ import pytest
 
 from agentcore.errors import InputValidationError
 from agentcore.tools import AgentTool, ToolContext, ToolDefinition, ToolResult, builtin_tools, select_tools
+from tests.helpers import collect
 
 ALL = ["read", "write", "edit", "bash", "grep", "find", "ls"]
 READ_ONLY = ["read", "grep", "find", "ls"]
@@ -76,12 +77,28 @@ def test_extra_tools_follow_definitions_not_policy() -> None:
     assert names(selected) == [*READ_ONLY, "deploy", "lookup"]
     hidden = select_tools(extra_tools=tools, tool_definitions=[ToolDefinition("deploy", enabled=False)])
     assert "deploy" not in names(hidden) and "lookup" in names(hidden)
-    narrowed = select_tools(extra_tools=tools, tools=["deploy"])
-    assert names(narrowed) == ["deploy"]
+    narrowed = select_tools(extra_tools=tools, tools=["read", "deploy", "lookup"])
+    assert names(narrowed) == ["read", "deploy", "lookup"]
     reenabled = select_tools(
-        extra_tools=tools, tool_definitions=[ToolDefinition("deploy", enabled=False)], tools=["deploy"]
+        extra_tools=tools, tool_definitions=[ToolDefinition("deploy", enabled=False)], tools=["deploy", "lookup"]
     )
-    assert names(reenabled) == []
+    assert names(reenabled) == ["lookup"]
+
+
+def test_tools_list_that_leaves_out_an_extra_tool_is_an_input_error() -> None:
+    """T3 (#17): `tools` narrows the built-ins only; an extra tool it leaves out would be dropped silently,
+    so that is an input_validation error naming the tool. A disabled extra tool may be left out."""
+    tools = [extra("deploy"), extra("lookup")]
+    with pytest.raises(InputValidationError) as info:
+        select_tools(extra_tools=tools, tools=["read", "deploy"])
+    assert info.value.field == "tools" and "'lookup'" in info.value.message and "'deploy'" not in info.value.message
+    with pytest.raises(InputValidationError) as empty:
+        select_tools(extra_tools=tools, tools=[])
+    assert "'deploy', 'lookup'" in empty.value.message
+    hidden = select_tools(
+        extra_tools=tools, tool_definitions=[ToolDefinition("lookup", enabled=False)], tools=["read", "deploy"]
+    )
+    assert names(hidden) == ["read", "deploy"]
 
 
 @pytest.mark.parametrize(
@@ -106,3 +123,14 @@ def test_invalid_configuration(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(InputValidationError) as info:
         select_tools(**kwargs)
     assert info.value.field == field
+
+
+async def test_run_whose_tools_list_drops_an_extra_tool_fails_before_anything_is_written(
+    make_agent, fake_server
+) -> None:
+    """T3 (#17): through the runtime the same error surfaces from run(), before any request or commit."""
+    agent = await make_agent(extra_tools=[extra("deploy")], tools=["read"])
+    with pytest.raises(InputValidationError) as info:
+        await collect(agent, "hi")
+    assert info.value.field == "tools" and "'deploy'" in info.value.message
+    assert not fake_server.requests and agent.read_transcript() == [] and agent.pending_request_id is None

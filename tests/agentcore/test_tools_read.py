@@ -121,11 +121,12 @@ async def test_other_image_formats(tmp_path: Path, head: bytes, mime: str) -> No
     assert images and images[0].mime_type == mime
 
 
-async def test_invalid_utf8_is_shown_with_replacement(tmp_path: Path) -> None:
-    """T1: a text file with a stray invalid byte is still readable."""
+async def test_invalid_utf8_bytes_are_shown_as_escapes(tmp_path: Path) -> None:
+    """T1: a text file with a stray invalid byte is still readable; the byte shows as `\\xNN`."""
     (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
     result = await call(make_ctx(tmp_path), path="latin1.txt")
-    assert not result.is_error and "caf\ufffd" in text(result)
+    assert not result.is_error and "caf\\xe9" in text(result)
+    text(result).encode("utf-8")  # valid UTF-8: no surrogates
 
 
 async def test_invalid_arguments_name_the_field(tmp_path: Path) -> None:
