@@ -32,6 +32,7 @@ from agentcore.providers.shared import RAW_ARGUMENTS_KEY
 from agentcore.tools.ask_user import ASK_USER
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.executor import execute_call, prepare_call
+from agentcore.tools.lifeline import new_call_token, reap_orphaned_call
 
 NO_ONE_TO_ASK = (
     "No one is available to answer questions in this run. Continue with your best assumptions "
@@ -133,7 +134,7 @@ class ToolRound(Decisions):
                 if tool is not None and intent.get("replay") == "safe" and tool.replay == "safe":
                     runnable.append((call, tool, intent["arguments"], display_id))
                 else:
-                    settled.append((call, ToolResult.text(INTERRUPTED_RESULT, is_error=True), display_id))
+                    settled.append((call, await _interrupted(intent), display_id))
                 continue
             if tool is None:
                 settled.append((call, ToolResult.text(f"Unknown tool {call['name']!r}.", is_error=True), display_id))
@@ -176,6 +177,7 @@ class ToolRound(Decisions):
                         "arguments": prepared,
                         "replay": tool.replay,
                         "id": call["id"],
+                        "call_token": new_call_token(),  # recovery reaps processes the call left
                     },
                 )
             )
@@ -190,7 +192,7 @@ class ToolRound(Decisions):
             )
         updates = _Updates()
         calls_running = [
-            execute_call(tool, arguments, self._tool_context(cfg, call, display_id, updates))
+            execute_call(tool, arguments, self._tool_context(cfg, op, call, display_id, updates))
             for call, tool, arguments, display_id in runnable
         ]
         work = asyncio.gather(*calls_running) if len(calls_running) != 1 else asyncio.ensure_future(calls_running[0])
@@ -243,9 +245,15 @@ class ToolRound(Decisions):
         if meter:
             yield meter
 
-    def _tool_context(self, cfg: TurnConfig, call: dict[str, Any], display_id: str, updates: _Updates) -> ToolContext:
-        """The tool's context, with partial output forwarded as ``tool`` update events."""
+    def _tool_context(
+        self, cfg: TurnConfig, op: dict[str, Any], call: dict[str, Any], display_id: str, updates: _Updates
+    ) -> ToolContext:
+        """The tool's context, with partial output forwarded as ``tool`` update events and the
+        intent's call token (what processes of the call carry, so recovery can find them)."""
         ctx = cfg.tool_context(display_id, self.abort)
+        intent = self.log.intents.get(call_key(self.request_id, op["step"], call["index"]))
+        if intent is not None:
+            ctx.call_token = intent.get("call_token")
 
         def on_update(partial: str) -> None:
             updates.push(
@@ -349,6 +357,21 @@ class _Updates:
             self._waiter = None
         while self._items:
             yield self._items.popleft()
+
+
+async def _interrupted(intent: dict[str, Any]) -> ToolResult:
+    """The result of a ``never`` call a crash interrupted (D2): first make sure nothing the call
+    started is still running, then tell the model the outcome is unknown."""
+    token = intent.get("call_token")
+    if token:
+        try:
+            await reap_orphaned_call(str(token))
+        except TimeoutError:
+            return ToolResult.text(
+                f"{INTERRUPTED_RESULT} Some of its processes could not be stopped and may still be running.",
+                is_error=True,
+            )
+    return ToolResult.text(INTERRUPTED_RESULT, is_error=True)
 
 
 def _terminates(results: list[ToolResult | None]) -> bool:

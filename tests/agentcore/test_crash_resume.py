@@ -104,6 +104,15 @@ async def transcript(db: Path, server: FakeProviderServer) -> tuple[list[dict[st
         await runtime.close()
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for init to reap it is dead)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def texts(messages: list[dict[str, Any]]) -> str:
     return json.dumps(messages)
 
@@ -205,13 +214,32 @@ async def test_never_tool_killed_mid_run_is_not_repeated(server, tmp_path, works
     child = await start_child(server, db, workspace)
     await until(lambda: side.exists() and pid_file.exists())
     await child.kill()
-    os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the command orphaned by the killed child
     server.enqueue([Text("noted")])
     end = await (await start_child(server, db, workspace)).finish()
     assert end["status"] == "completed"
     assert side.read_text() == "ran\n", "the never-replay command ran exactly once"
+    assert not running(int(pid_file.read_text())), "its process died with the agent or was reaped on resume"
     assert "interrupted" in json.dumps(server.requests[-1].json)
     assert_store_invariants(db)
+
+
+async def test_resume_reaps_a_never_calls_escaped_processes_before_reporting(server, tmp_path, workspace) -> None:
+    """D2/issue 19: a process that left the command's process group (setsid) survives the
+    agent's death; the resumed run kills it before telling the model the outcome is unknown."""
+    db = tmp_path / "escape.sqlite"
+    escaped = workspace / "escaped.pid"
+    command = "setsid sh -c 'echo $$ > escaped.pid.tmp && mv escaped.pid.tmp escaped.pid; exec sleep 60' & sleep 60"
+    server.enqueue([ToolCall("bash", {"command": command}, id="b1")])
+    child = await start_child(server, db, workspace)
+    await until(escaped.exists)
+    pid = int(escaped.read_text())
+    await child.kill()
+    assert running(pid), "the escaped process outlived the agent and its process group"
+    server.enqueue([Text("noted")])
+    end = await (await start_child(server, db, workspace)).finish()
+    assert end["status"] == "completed"
+    assert "interrupted" in json.dumps(server.requests[-1].json)
+    assert not running(pid), "the escaped process was reaped before the model was told"
 
 
 async def test_safe_tool_killed_mid_run_is_executed_again(server, tmp_path, workspace) -> None:

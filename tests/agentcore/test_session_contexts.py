@@ -28,11 +28,8 @@ async def test_fork_from_a_committed_entry_is_an_independent_conversation(make_a
         if event.type == "session" and not receipts:
             fork = await agent.control({"type": "fork", "request_id": "f", "entry_id": first_answer["entry_id"]})
             receipts.append(fork)
-            receipts.append(
-                await agent.control(
-                    {"type": "submit", "request_id": "in-fork", "prompt": "fork question", "target_id": fork["target_id"]}
-                )
-            )
+            submit = {"type": "submit", "request_id": "in-fork", "prompt": "fork question"}
+            receipts.append(await agent.control({**submit, "target_id": fork["target_id"]}))
 
     events = await run_with(agent, {"prompt": "question three", "request_id": "q3"}, on_event)
     fork = receipts[0]
@@ -176,7 +173,10 @@ async def test_configure_racing_the_next_request(make_agent, fake_server) -> Non
 async def test_plan_command_and_update_plan_tool(make_agent, fake_server) -> None:
     """S2/S5: the plan command is CAS on its version; the model's update_plan replaces the plan
     and the snapshot shows its items live."""
-    items = [{"id": "s1", "text": "Read", "status": "completed"}, {"id": "s2", "text": "Write", "status": "in_progress"}]
+    items = [
+        {"id": "s1", "text": "Read", "status": "completed"},
+        {"id": "s2", "text": "Write", "status": "in_progress"},
+    ]
     fake_server.enqueue([ToolCall("update_plan", {"items": items}, id="u")], [Text("planned")])
     agent = await make_agent(COMPLETIONS, session={})
     conflicts = []
