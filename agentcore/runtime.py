@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentcore.config import ConfigResolver
 from agentcore.context.meter import ContextMeter
@@ -54,10 +54,12 @@ from agentcore.inputs import AgentInput, AgentOptions, validate_model
 from agentcore.messages import ImageContent, message_from_dict, message_to_dict
 from agentcore.models.attributes import ModelAttributes, ResolvedModel, parse_model_attributes
 from agentcore.providers.registry import ProviderRegistry
-from agentcore.session.driver import SessionDriver
-from agentcore.session.options import SessionOptions, parse_session_options
 from agentcore.tools.base import AgentTool, ToolDefinition
 from agentcore.tools.images import load_image_files
+
+if TYPE_CHECKING:  # the session protocol loads only for runtimes that use it
+    from agentcore.session.driver import SessionDriver
+    from agentcore.session.options import SessionOptions
 
 
 class AgentRuntime:
@@ -116,6 +118,8 @@ class AgentRuntime:
         self.owner_id = state.owner_id
         self.meter = ContextMeter(view.log(self.session_id), self.config.window_guess)
         if self._session_options is not None:
+            from agentcore.session.driver import SessionDriver
+
             self.session = SessionDriver(self, self._session_options, view)
 
     async def close(self) -> None:
@@ -430,7 +434,11 @@ async def create_agent(
         for model_id, raw in (models or {}).items()
         if (attrs := parse_model_attributes(raw, field_prefix=f"models.{model_id}")) is not None
     }
-    session = parse_session_options(parsed.session) if parsed.session is not None else None
+    session = None
+    if parsed.session is not None:
+        from agentcore.session.options import parse_session_options
+
+        session = parse_session_options(parsed.session)
     factory = resolve_storage_factory(database_path=parsed.database_path, storage=storage)
     tools = list(extra_tools or [])
     names = [t.name for t in tools]

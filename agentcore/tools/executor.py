@@ -28,10 +28,10 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 from agentcore.errors import ToolError
 from agentcore.inputs import check_image_data
@@ -67,9 +67,27 @@ def describe_validation_errors(errors: Sequence[ValidationError]) -> str:
     return "\n".join(lines)
 
 
+class InvalidSchema(Exception):
+    """A tool's parameter or output schema is not a valid JSON schema."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 def validate_against(schema: dict[str, Any], instance: Any) -> list[ValidationError]:
-    """All errors of ``instance`` against a Draft 2020-12 ``schema``; a broken schema raises SchemaError."""
-    Draft202012Validator.check_schema(schema)
+    """All errors of ``instance`` against a Draft 2020-12 ``schema``; a broken schema raises ``InvalidSchema``.
+
+    ``jsonschema`` is imported on first use: it is a large part of ``import agentcore``'s cost
+    and a runtime that never validates a tool call should not pay it.
+    """
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise InvalidSchema(exc.message) from None
     return list(Draft202012Validator(schema).iter_errors(instance))
 
 
@@ -105,7 +123,7 @@ def prepare_call(tool: AgentTool, raw_arguments: Any) -> dict[str, Any] | ToolRe
             )
     try:
         errors = validate_against(tool.parameters, arguments)
-    except SchemaError as exc:
+    except InvalidSchema as exc:
         return ToolResult.text(f"Tool {tool.name!r} has an invalid parameter schema: {exc.message}", is_error=True)
     if errors:
         return ToolResult.text(
@@ -195,7 +213,7 @@ async def execute_call(
     if tool.output_schema is not None and not result.is_error:
         try:
             errors = validate_against(tool.output_schema, result.structured_content)
-        except SchemaError as exc:
+        except InvalidSchema as exc:
             return ToolResult.text(f"Tool {tool.name!r} has an invalid output schema: {exc.message}", is_error=True)
         if errors:
             return ToolResult.text(
