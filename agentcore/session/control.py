@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from agentcore.context.compaction import plan_compaction, summary_message
+from agentcore.context.compaction import CompactionPlan, plan_compaction, summary_message
+from agentcore.engine.base import TurnConfig
 from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
 from agentcore.engine.operations import apply_resume, start_op
 from agentcore.engine.usage import usage_payload
@@ -359,6 +360,7 @@ class ControlHandlers:
                 "status": "running",
                 "instructions": command.instructions,
                 "target_id": target.target_id,
+                "generation": log.compaction_generation,
             },
         )
         receipt = self._receipt(command, digest, "started", task_id=task_id)
@@ -366,8 +368,39 @@ class ControlHandlers:
         self.start_compaction(target, task_id)
         return receipt
 
+    def maybe_start_background(self, target: Context) -> None:
+        """``compaction.background_tokens`` (C5): once the context passes it, summarize the older
+        part in the background, at most once per context generation, so the foreground rarely
+        has to stop for the 90% threshold."""
+        driver = self.driver
+        settings = driver.options.compaction
+        if not settings.enabled or not settings.background_tokens:
+            return
+        log = self._log(target)
+        usage = driver.meter(log).usage()
+        if usage is None or usage["used"] < settings.background_tokens:
+            return
+        for row in driver.view.tasks.values():
+            payload = row.payload
+            if row.conversation_id == target.conversation_id and payload.get("kind") == "compaction":
+                if payload.get("status") == "running" or payload.get("generation") == log.compaction_generation:
+                    return
+        if not self._compaction_plan(target)[0].to_summarize:
+            return  # everything is still within keep_recent_tokens
+        task_id = f"compact:auto:{log.compaction_generation}:{log.head or 'start'}"
+        payload = {
+            "kind": "compaction",
+            "name": "compaction",
+            "status": "running",
+            "auto": True,
+            "generation": log.compaction_generation,
+            "target_id": target.target_id,
+        }
+        log.commit(Commit(tasks=[TaskRow(task_id, target.conversation_id, payload)]))
+        self.start_compaction(target, task_id)
+
     def start_compaction(self, target: Context, task_id: str) -> None:
-        self.driver.spawn(task_id, self._run_compaction(target, task_id))
+        self.driver.spawn(task_id, lambda: self._run_compaction(target, task_id))
 
     def resume_compactions(self) -> None:
         """Background compactions a crash interrupted start again (their summary is redone)."""
@@ -377,11 +410,11 @@ class ControlHandlers:
                     target = self.driver.contexts.by_conversation(row.conversation_id)
                     self.start_compaction(target, row.task_id)
 
-    async def _run_compaction(self, target: Context, task_id: str) -> None:
+    def _compaction_plan(self, target: Context) -> tuple[CompactionPlan, TurnConfig, int]:
+        """What a background compaction of ``target`` would summarize now (C4's cut)."""
         driver = self.driver
         log = self._log(target)
-        row = driver.view.tasks[task_id]
-        op = log.op or driver.new_op(log, task_id, {})
+        op = log.op or driver.new_op(log, "compaction-plan", {})
         cfg = driver.configure(log, op, target)
         window = cfg.context_window or cfg.model.context_window
         settings = cfg.compaction
@@ -394,6 +427,13 @@ class ControlHandlers:
             max_summary_tokens=max_tokens,
             force=False,
         )
+        return plan, cfg, max_tokens
+
+    async def _run_compaction(self, target: Context, task_id: str) -> None:
+        driver = self.driver
+        log = self._log(target)
+        row = driver.view.tasks[task_id]
+        plan, cfg, max_tokens = self._compaction_plan(target)
         abort = asyncio.Event()
         self._compactions[task_id] = {"abort": abort, "state": "running"}
         if plan.oversize or not plan.to_summarize:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -252,13 +252,12 @@ class SessionDriver:
             if (op is not None and op.get("phase") != "paused") or (op is None and queued):
                 self.start_loop(context)
         self.children.deliver_finished()
+        self.control_handlers.resume_compactions()
         for source in self.extensions:
             source.ensure_activities()
 
     def start_loop(self, context: Context) -> None:
-        key = f"loop:{context.conversation_id}"
-        if key not in self._activities:
-            self._watch(key, self.conversation_loop(context))
+        self.spawn(f"loop:{context.conversation_id}", lambda: self.conversation_loop(context))
 
     def _watch(self, key: str, work: Any, *, background: bool = False) -> None:
         """Run ``work`` as an activity; its failure reaches the reader of the bus."""
@@ -275,10 +274,10 @@ class SessionDriver:
 
         task.add_done_callback(done)
 
-    def spawn(self, key: str, work: Any) -> None:
-        """Run extension or background work as an activity of the session."""
+    def spawn(self, key: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work()`` as an activity of the session, unless one runs under ``key`` already."""
         if key not in self._activities:
-            self._watch(key, work)
+            self._watch(key, work())
 
     def wake(self) -> None:
         self._bus.put_nowait(_WAKE)
@@ -560,6 +559,7 @@ class _Port:
             value = dict(op, settings=fresh["settings"], pinned=fresh["pinned"], config_version=version)
             engine.log.commit(Commit(registers=[engine.log.set_op(value)]))
         driver.control_handlers.apply_background_compaction(self.context)
+        driver.control_handlers.maybe_start_background(self.context)
 
     def at_tool_boundary(self, engine: EngineBase, commit: Commit) -> None:
         driver = self.driver
@@ -582,5 +582,3 @@ class _Port:
 def _running_receipt(digest: str) -> dict[str, Any]:
     return {"status": "running", "input_hash": digest}
 
-
-ActivityFactory = Callable[[], Any]

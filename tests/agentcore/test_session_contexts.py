@@ -288,3 +288,101 @@ async def test_background_compaction_command(make_agent, fake_server) -> None:
     assert "question 3" in json.dumps(transcript), "the newest messages are kept verbatim"
     turn_calls = sum(t["usage"]["calls"] for t in snapshot["turns"])
     assert snapshot["usage"][0]["own"]["calls"] == turn_calls + 1, "the summary counts once, for the session"
+
+
+async def test_background_tokens_start_compaction_early(make_agent, fake_server) -> None:
+    """C5: past compaction.background_tokens (well below the 90% threshold) a background
+    compaction starts by itself, once per context generation."""
+
+    def responder(request):
+        if "You are compacting the history" in json.dumps(request.json):
+            return [Text("Summary: the earlier turns.")]
+        return [Text("answer " + "words " * 150)]  # the fake server reports usage from the request size
+
+    fake_server.responder = responder
+    agent = await make_agent(
+        COMPLETIONS, session={"compaction": {"background_tokens": 1_500, "keep_recent_tokens": 300}}
+    )
+    for n in range(4):
+        await run_with(agent, f"question {n} " + "detail " * 150)
+    snapshot = agent.snapshot()
+    compactions = [t for t in snapshot["history"] if t["kind"] == "compaction"]
+    assert compactions and compactions[0]["status"] == "completed" and compactions[0]["detail"]["auto"] is True
+    summaries = [r for r in fake_server.requests if "You are compacting the history" in json.dumps(r.json)]
+    assert len(summaries) == len(compactions), "one summary per trigger"
+    assert "the earlier turns" in json.dumps(agent.read_transcript())
+    assert snapshot["contexts"][0]["context_usage"]["used"] < 128_000 * 0.9
+
+
+async def test_reused_call_ids_stay_tied_to_their_assistant_entry(make_agent, fake_server) -> None:
+    """S4: a model that reuses call ids across turns gets distinct tool tasks; each keeps the
+    arguments it was submitted with."""
+    fake_server.enqueue(
+        [ToolCall("ls", {"path": "."}, id="c1")],
+        [ToolCall("read", {"path": "README.md"}, id="c1")],
+        [Text("done")],
+    )
+    agent = await make_agent(COMPLETIONS, session={})
+    events = await run_with(agent, "look around")
+    tools = [t for t in last_snapshot(events)["history"] if t["kind"] == "tool"]
+    assert len(tools) == 2 and len({t["task_id"] for t in tools}) == 2
+    assert [(t["name"], t["arguments"]) for t in tools] == [("ls", {"path": "."}), ("read", {"path": "README.md"})]
+    shown = {e.tool_call_id for e in events if e.type == "tool" and e.phase == "end"}
+    assert shown == {t["task_id"] for t in tools}, "tool events and tasks share one stable identity"
+
+
+async def test_a_failed_run_cancels_queued_work_and_does_not_resume(make_agent, fake_server, tmp_path) -> None:
+    """D5: an exception in the runtime (here: the host's usage hook) fails the run, records the
+    reason, cancels queued inputs, and a reopened runtime does not continue it."""
+    from agentcore import AgentHost
+
+    db = str(tmp_path / "failed.sqlite")
+    gate = Gate()
+    fake_server.enqueue([ToolCall("gate", {}, id="g")], [Text("never settled")])
+
+    def report_usage(payload) -> None:
+        if payload["record_id"] == "r:0:0":
+            raise RuntimeError("the host's ledger is gone")
+
+    agent = await make_agent(COMPLETIONS, session={}, database_path=db, extra_tools=[gate.tool()])
+
+    async def on_event(event) -> None:
+        if event.type == "session" and "f" not in agent.log.receipts:
+            await agent.control({"type": "submit", "request_id": "f", "prompt": "queued"})
+
+    with pytest.raises(AgentError) as info:
+        await run_with(agent, {"prompt": "go", "request_id": "r"}, on_event, host=AgentHost(report_usage=report_usage))
+    assert info.value.code == "run_failed"
+    receipts = agent.log.receipts
+    assert receipts["r"].payload["status"] == "failed" and "ledger is gone" in receipts["r"].payload["final"]["error"]
+    assert receipts["f"].payload["status"] == "cancelled"
+    await agent.close()
+    reopened = await make_agent(COMPLETIONS, session={}, database_path=db, extra_tools=[Gate().tool()])
+    assert reopened.pending_request_id is None
+    fake_server.enqueue([Text("fresh")])
+    events = await run_with(reopened, {"prompt": "new", "request_id": "n"})
+    assert [e.request_id for e in ends(events)] == ["n"]
+
+
+async def test_delete_cancels_and_hides_a_fork(make_agent, fake_server) -> None:
+    """S2: delete cancels a child context's work and hides it; the main context cannot be deleted."""
+    fake_server.enqueue([Text("answer")], [Text("again")])
+    agent = await make_agent(COMPLETIONS, session={})
+    await run_with(agent, "first")
+    entry = agent.read_transcript(entry_ids=True)[-1]["entry_id"]
+    results = []
+
+    async def on_event(event) -> None:
+        if event.type == "session" and not results:
+            fork = await agent.control({"type": "fork", "request_id": "f", "entry_id": entry})
+            results.append(await agent.control({"type": "delete", "request_id": "d", "target_id": fork["target_id"]}))
+            with pytest.raises(AgentError) as info:
+                await agent.control({"type": "delete", "request_id": "d0"})
+            results.append(info.value.field)
+            with pytest.raises(AgentError) as info:
+                await agent.control({"type": "snapshot", "request_id": "s", "target_id": fork["target_id"]})
+            results.append(info.value.field)
+
+    events = await run_with(agent, "second", on_event)
+    assert results[0]["status"] == "deleted" and results[1:] == ["target_id", "target_id"]
+    assert [c["kind"] for c in last_snapshot(events)["contexts"]] == ["main"]
