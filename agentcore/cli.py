@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import signal
 import sys
+import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -60,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--permission-policy", choices=["read-only", "workspace", "auto"])
     run.add_argument("--plan", action="store_true", help="plan mode: investigate and propose a plan")
     run.add_argument(
+        "--follow-up",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="queue another prompt, answered after this one in the same run (repeat; session protocol)",
+    )
+    run.add_argument(
         "--answer",
         action="append",
         default=[],
@@ -90,6 +98,7 @@ class TerminalPrinter:
     def __init__(self, out: TextIO, err: TextIO) -> None:
         self.out, self.err = out, err
         self.final: RunEndEvent | None = None
+        self.ends: list[RunEndEvent] = []
 
     def __call__(self, event: AgentEvent) -> None:
         if isinstance(event, TextDeltaEvent):
@@ -109,6 +118,7 @@ class TerminalPrinter:
             self.err.write(f"\n— plan {event.approval_id} —\n")
         elif isinstance(event, RunEndEvent):
             self.final = event
+            self.ends.append(event)
             if event.replayed:  # answered from the store: show the stored answer
                 self.out.write(event.text)
             self.out.write("\n")
@@ -178,17 +188,38 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     answers = _answers(args.answer) if args.answer else None
     if answers is not None:
         _check_answerable(args)
+    if args.follow_up:
+        if answers is not None:
+            raise InputValidationError("--follow-up cannot be combined with --answer", field="follow_up")
+        options["session"] = {}
     runtime = await create_agent(**options)
     if options.get("provider") == "demo":
         err.write("(offline demo model — no API key needed; pass --provider/--model for a real one)\n")
     try:
         input = _input(args, answers, runtime)
+        if args.follow_up and input.request_id is None:
+            input = input.model_copy(update={"request_id": uuid.uuid4().hex})
+        queued = not args.follow_up
         async for event in runtime.run(input, AgentHost(abort_signal=abort)):
             printer(event)
+            if not queued and event.type == "session":
+                queued = True
+                for number, text in enumerate(args.follow_up, start=1):
+                    # Ids derived from the run's: re-running the same --request-id queues nothing twice.
+                    command = {"type": "submit", "request_id": f"{input.request_id}.follow-up.{number}"}
+                    await runtime.control({**command, "prompt": text, "mode": "follow_up"})
     finally:
         await runtime.close()
-    final = printer.final
-    return EXIT_CODES.get(final.status, 1) if final else 1
+    return _exit_code(printer.ends)
+
+
+def _exit_code(ends: list[RunEndEvent]) -> int:
+    """The most serious outcome among the run's turns decides the exit code."""
+    statuses = {end.status for end in ends}
+    for status in ("failed", "aborted", "paused"):
+        if status in statuses:
+            return EXIT_CODES[status]
+    return 0 if ends else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,3 +147,26 @@ def test_demo_counts_one_entry_in_the_singular(tmp_path: Path) -> None:
     (one / "more.txt").write_text("y\n")
     result = run_cli("--prompt", "what files are here?", cwd=one)
     assert "2 entries" in result.stdout
+
+
+def test_follow_up_prompts_are_answered_in_the_same_run_once(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R5/S2/S6: --follow-up queues prompts behind the first (session protocol); each is answered
+    once, in order, in one run; re-running the same request id queues nothing twice."""
+    monkeypatch.setenv("AGENTCORE_DEMO_DELAY_MS", "0")
+    db = tmp_path / "follow.sqlite"
+    args = ("--prompt", "hello there", "--database", str(db), "--request-id", "r1")
+    follow = ("--follow-up", "second question", "--follow-up", "third question")
+    with FakeProviderServer(responder=demo_responder) as server:
+        model = ("--provider", "gw", "--model", "demo-brain", "--base-url", server.base_url)
+        first = run_cli(*args, *follow, *model, "--api-kind", "openai-responses", cwd=workspace)
+        assert first.returncode == 0, first.stderr
+        asked = [str(r.json) for r in server.requests]
+        assert len(asked) == 3
+        assert "second question" in asked[1] and "third question" not in asked[1]
+        assert "third question" in asked[2]
+        assert first.stderr.count("[completed]") == 3
+        again = run_cli(*args, *follow, *model, "--api-kind", "openai-responses", cwd=workspace)
+        assert again.returncode == 0, again.stderr
+        assert len(server.requests) == 3, "nothing was asked twice"
