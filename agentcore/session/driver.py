@@ -44,6 +44,7 @@ from agentcore.inputs import AgentInput
 from agentcore.messages import ImageContent, user_text
 from agentcore.session import queue as input_queue
 from agentcore.session.contexts import Context, Contexts
+from agentcore.session.extension import SessionExtension, build_extensions, extension_records
 from agentcore.session.ledger import UsageLedgerIndex
 from agentcore.session.options import SessionOptions
 from agentcore.session.snapshot import SessionSnapshot
@@ -91,13 +92,13 @@ class SessionDriver:
         self._stop_serving = asyncio.Event()
         self._dirty = True
         self._snapshots = SnapshotBuilder(self)
-        self.extensions: list[Any] = []  # activity sources added by the extension subsystems
         from agentcore.session.children import Children
         from agentcore.session.control import ControlHandlers
 
         self.children = Children(self)
         self.control_handlers = ControlHandlers(self)
         view.on_commit(self._on_commit)
+        self.extensions: list[SessionExtension] = build_extensions(self, options.extensions)
 
     # --- leases: run() and serve() ---------------------------------------------------------
 
@@ -385,7 +386,10 @@ class SessionDriver:
         extra = [plan_tool]
         if self.options.subagents is not None:
             extra.append(self.children.tool(context))
-        return ToolScope(key=f"ctx:{context.conversation_id}", extra=tuple(extra))
+        for extension in self.extensions:
+            extra.extend(extension.tools(context))
+        names = ",".join(tool.name for tool in extra)  # a catalog may add tools as they are found
+        return ToolScope(key=f"ctx:{context.conversation_id}:{names}", extra=tuple(extra))
 
     def meter(self, log: ConversationLog) -> ContextMeter:
         meter = self.meters.get(log.conversation_id)
@@ -541,6 +545,12 @@ class SessionDriver:
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
+        for extension in self.extensions:
+            await extension.aclose()
+
+    def records(self) -> dict[str, Any]:
+        """The snapshot's ``records``: the runtime's, then what each extension reports."""
+        return {**self.runtime.records(), **extension_records(self.extensions)}
 
 
 class _Port:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from agentcore.engine.compaction import CompactionSettings
 from agentcore.errors import InputValidationError
+from agentcore.session.extension import EXTENSION_MODULES, parse_extension_option
 
 PlanFork = Literal["as_of", "initial", "current"]
 PLAN_FORKS: tuple[PlanFork, ...] = ("as_of", "initial", "current")
@@ -40,17 +41,14 @@ class SessionOptions:
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     subagents: SubagentOptions | None = None
     plan_fork: PlanFork = "as_of"
-    extensions: dict[str, Any] = field(default_factory=dict)  # registry, tool_search, code_mode, environment
-
-
-EXTENSION_KEYS: tuple[str, ...] = ()  # keys the extension subsystems accept (filled as they land)
+    extensions: dict[str, Any] = field(default_factory=dict)  # parsed registry / tool_search / code_mode / environment
 
 
 def parse_session_options(raw: Any) -> SessionOptions:
     if not isinstance(raw, dict):
         raise InputValidationError("session must be an object", field="session")
     for key in raw:
-        if key not in ("compaction", "subagents", "plan_fork", *EXTENSION_KEYS):
+        if key not in ("compaction", "subagents", "plan_fork", *EXTENSION_MODULES):
             raise InputValidationError(f"session.{key}: unknown option", field=f"session.{key}")
     plan_fork = raw.get("plan_fork", "as_of")
     if plan_fork not in PLAN_FORKS:
@@ -61,7 +59,7 @@ def parse_session_options(raw: Any) -> SessionOptions:
         compaction=CompactionSettings.parse(raw.get("compaction")),
         subagents=_subagents(raw["subagents"]) if raw.get("subagents") is not None else None,
         plan_fork=plan_fork,
-        extensions={key: raw[key] for key in EXTENSION_KEYS if key in raw},
+        extensions={key: parse_extension_option(key, raw[key]) for key in EXTENSION_MODULES if key in raw},
     )
 
 

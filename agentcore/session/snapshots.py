@@ -71,7 +71,7 @@ class SnapshotBuilder:
             turns=turns,
             turns_total=turns_total,
             plan=PlanState.model_validate(main_log.plan),
-            records=driver.runtime.records(),
+            records=driver.records(),
             receipts=self._receipts(),
             usage=self._usage(contexts),
         )

@@ -1,0 +1,114 @@
+"""How the extension subsystems plug into a session (SPEC X1–X5).
+
+Durable tasks (``registry``), tool catalogs (``tool_search``), code mode (``code_mode``) and
+execution environments (``environment``) are each a ``SessionExtension``: the driver asks every
+extension for the tools a context gets, what the snapshot's ``records`` say about it, what work
+to resume, and how to cancel or start its tasks. Each lives in its own module under
+``agentcore/extensions/`` and is registered in ``build_extensions`` — the driver knows none of
+them by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentcore.tools.base import AgentTool
+
+if TYPE_CHECKING:
+    from agentcore.session.commands import TaskCommand
+    from agentcore.session.contexts import Context
+    from agentcore.session.control import ControlHandlers
+    from agentcore.session.driver import SessionDriver
+
+
+class SessionExtension(Protocol):
+    """One extension subsystem of a session. Every method may be a no-op."""
+
+    def tools(self, context: Context) -> list[AgentTool]:
+        """Tools the model of ``context`` gets from this extension."""
+        ...
+
+    def records(self) -> dict[str, Any]:
+        """Entries merged into the snapshot's ``records`` (never credentials)."""
+        ...
+
+    def ensure_activities(self) -> None:
+        """Start (or resume after a reopen) the extension's work as session activities."""
+        ...
+
+    def cancel_all(self, context: Context, reason: str) -> list[str]:
+        """``cancel`` scope all: stop this extension's work owned by ``context``; ids stopped."""
+        ...
+
+    def cancel_task(self, context: Context, task_id: str, owned_targets: set[int]) -> list[str] | None:
+        """``cancel`` scope task: the ids stopped, or None when ``task_id`` is not this extension's."""
+        ...
+
+    def start_task(
+        self, command: TaskCommand, context: Context, digest: str, control: ControlHandlers
+    ) -> dict[str, Any] | None:
+        """The ``task`` command: a receipt, or None when ``command.name`` is not this extension's."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and processes (the runtime closes; work pauses, not cancels)."""
+        ...
+
+
+class BaseExtension:
+    """No-op defaults for every hook, so an extension implements only what it needs."""
+
+    def __init__(self, driver: SessionDriver) -> None:
+        self.driver = driver
+
+    def tools(self, context: Context) -> list[AgentTool]:
+        return []
+
+    def records(self) -> dict[str, Any]:
+        return {}
+
+    def ensure_activities(self) -> None:
+        return None
+
+    def cancel_all(self, context: Context, reason: str) -> list[str]:
+        return []
+
+    def cancel_task(self, context: Context, task_id: str, owned_targets: set[int]) -> list[str] | None:
+        return None
+
+    def start_task(
+        self, command: TaskCommand, context: Context, digest: str, control: ControlHandlers
+    ) -> dict[str, Any] | None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+# session option key → the module implementing it. Each module provides
+# ``parse_option(raw) -> parsed`` (strict; ``input_validation`` naming ``session.<key>...``) and
+# ``create(driver, parsed) -> SessionExtension``. Modules load only when their key is used.
+EXTENSION_MODULES: Mapping[str, str] = MappingProxyType({})
+
+
+def _module(key: str) -> Any:
+    return importlib.import_module(EXTENSION_MODULES[key])
+
+
+def parse_extension_option(key: str, raw: Any) -> Any:
+    return _module(key).parse_option(raw)
+
+
+def build_extensions(driver: SessionDriver, parsed: dict[str, Any]) -> list[SessionExtension]:
+    """The extensions a session's options ask for, in option order."""
+    return [_module(key).create(driver, value) for key, value in parsed.items()]
+
+
+def extension_records(extensions: Iterable[SessionExtension]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for extension in extensions:
+        merged.update(extension.records())
+    return merged
