@@ -20,6 +20,15 @@ if TYPE_CHECKING:
     from agentcore.context.estimate import estimate_agent_context_tokens
     from agentcore.errors import AgentError, ExecutionAborted, InputValidationError, ToolError, UserInputRequired
     from agentcore.events import AgentEvent, RunEndEvent
+    from agentcore.extensions.tasks import (
+        AgentRegistry,
+        agent_hook,
+        create_agent_registry,
+        define_agent_doc,
+        define_agent_extension,
+        define_agent_task,
+        define_task_tool,
+    )
     from agentcore.harness.backup import export_agent_database, import_agent_database
     from agentcore.harness.storage import AgentStorage, StorageFactory
     from agentcore.host import AgentHost
@@ -35,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "AgentEvent": "agentcore.events",
     "AgentHost": "agentcore.host",
     "AgentInput": "agentcore.inputs",
+    "AgentRegistry": "agentcore.extensions.tasks",
     "AgentRuntime": "agentcore.runtime",
     "AgentStorage": "agentcore.harness.storage",
     "AgentTool": "agentcore.tools.base",
@@ -52,9 +62,15 @@ _EXPORTS: dict[str, str] = {
     "ToolError": "agentcore.errors",
     "ToolResult": "agentcore.tools.base",
     "UserInputRequired": "agentcore.errors",
+    "agent_hook": "agentcore.extensions.tasks",
     "cancel_agent_conversation": "agentcore.offline",
     "compact_agent_messages": "agentcore.compact",
     "create_agent": "agentcore.runtime",
+    "create_agent_registry": "agentcore.extensions.tasks",
+    "define_agent_doc": "agentcore.extensions.tasks",
+    "define_agent_extension": "agentcore.extensions.tasks",
+    "define_agent_task": "agentcore.extensions.tasks",
+    "define_task_tool": "agentcore.extensions.tasks",
     "estimate_agent_context_tokens": "agentcore.context.estimate",
     "export_agent_database": "agentcore.harness.backup",
     "import_agent_database": "agentcore.harness.backup",
@@ -67,6 +83,7 @@ __all__ = [
     "AgentEvent",
     "AgentHost",
     "AgentInput",
+    "AgentRegistry",
     "AgentRuntime",
     "AgentStorage",
     "AgentTool",
@@ -84,9 +101,15 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "UserInputRequired",
+    "agent_hook",
     "cancel_agent_conversation",
     "compact_agent_messages",
     "create_agent",
+    "create_agent_registry",
+    "define_agent_doc",
+    "define_agent_extension",
+    "define_agent_task",
+    "define_task_tool",
     "estimate_agent_context_tokens",
     "export_agent_database",
     "import_agent_database",

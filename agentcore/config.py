@@ -44,6 +44,7 @@ class ToolScope:
     key: str = ""
     extra: tuple[AgentTool, ...] = ()
     only: frozenset[str] | None = None
+    sections: tuple[str, ...] = ()  # prompt sections (extension docs), appended to the system prompt
 
 
 class ConfigResolver:
@@ -228,6 +229,8 @@ class ConfigResolver:
         system = settings.get("system_prompt") or opts.system_prompt or load_prompt("system.md")
         if mode == "plan":
             system = f"{system}\n\n{load_prompt('plan.md')}"
+        for section in scope.sections:
+            system = f"{system}\n\n{section}"
         if style_on:
             system = f"{system}\n\n{load_prompt(COMMUNICATION_SKILL)}"
         effort = resolve_effort(settings.get("effort"), opts.effort, model)

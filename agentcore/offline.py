@@ -11,19 +11,15 @@ cleanup first; without a definition it can only end as ``orphaned``.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import os
 from pathlib import Path
 from typing import Any
 
-from agentcore.engine.turn import TurnConfig, TurnEngine
+from agentcore.engine.endings import end_operation_aborted
 from agentcore.errors import InputValidationError
-from agentcore.harness.projection import ConversationLog
+from agentcore.extensions.tasks.offline import OfflineTasks
+from agentcore.harness.projection import StoreView
 from agentcore.harness.sqlite_store import SqliteStorageFactory
-from agentcore.harness.storage import Commit, TaskRow
-
-TERMINAL_TASK_STATES = frozenset({"completed", "failed", "aborted", "orphaned", "cancelled"})
 
 
 def store_path_for(agent_store_dir: str | os.PathLike[str], conversation_id: str) -> Path:
@@ -39,58 +35,35 @@ def store_path_for(agent_store_dir: str | os.PathLike[str], conversation_id: str
     return path
 
 
-def _no_config(op: dict[str, Any]) -> TurnConfig:
-    raise RuntimeError("offline cancellation never configures a model")
-
-
 async def cancel_agent_conversation(
     *,
     agent_store_dir: str | os.PathLike[str],
     conversation_id: str,
     registry: Any = None,
 ) -> dict[str, list[str]]:
-    """Cancel every open operation and unfinished task of the store; return what was ended."""
+    """Cancel every open operation and unfinished task of the store; return what was ended.
+
+    ``registry`` is the project's ``AgentRegistry`` (anything with ``get(name)`` returning a
+    task definition): a task it defines gets its ``abort`` cleanup (children first); any other
+    unfinished task ends ``orphaned``.
+    """
     path = store_path_for(agent_store_dir, conversation_id)
     storage, release = SqliteStorageFactory(str(path)).open()
     try:
         state = storage.load()
         conversations = sorted({key.split(":", 1)[1] for key in state.registers if key.startswith("op:")})
+        view = StoreView.open(storage, state, conversations)
         cancelled: list[str] = []
         for conversation in conversations:
-            log = ConversationLog.load(storage, storage.load(), conversation)
+            log = view.log(conversation)
             op = log.op
             if op is None:
                 continue
-            engine = TurnEngine(log, op["request_id"], _no_config, None, asyncio.Event())
-            engine.finish_aborted(op, "cancelled offline")
+            end_operation_aborted(log, op, "cancelled offline")
             cancelled.append(op["request_id"])
-        orphaned: list[str] = []
-        aborted_tasks: list[str] = []
-        ended: list[TaskRow] = []
-        for task in state.tasks.values():
-            if task.payload.get("status") in TERMINAL_TASK_STATES:
-                continue
-            definition = _definition(registry, task.payload.get("name"))
-            if definition is not None and callable(getattr(definition, "abort", None)):
-                result = definition.abort(task.payload)
-                if inspect.isawaitable(result):
-                    await result
-                status = "aborted"
-                aborted_tasks.append(task.task_id)
-            else:
-                status = "orphaned"
-                orphaned.append(task.task_id)
-            ended.append(TaskRow(task.task_id, task.conversation_id, dict(task.payload, status=status)))
-        if ended:
-            storage.commit(Commit(tasks=ended))
-        return {"cancelled_requests": cancelled, "aborted_tasks": aborted_tasks, "orphaned_tasks": orphaned}
+        tasks = OfflineTasks(view, registry)
+        await tasks.cancel_all()
+        return {"cancelled_requests": cancelled, "aborted_tasks": tasks.aborted, "orphaned_tasks": tasks.orphaned}
     finally:
         storage.close()
         release()
-
-
-def _definition(registry: Any, name: Any) -> Any:
-    if registry is None or not isinstance(name, str):
-        return None
-    lookup = getattr(registry, "get", None)
-    return lookup(name) if callable(lookup) else None

@@ -357,7 +357,7 @@ class AgentRuntime:
             if candidate["phase"] != "compact" and not input.prompt and not images:
                 raise InputValidationError("prompt is empty and no images are attached", field="prompt")
             if op is not None:
-                supersede(log, op, self._configure)
+                supersede(log, op)
             start_op(log, candidate, prompt=input.prompt, images=images, receipt=_running(input))
         engine = TurnEngine(
             log, request_id, self._configure, host, abort, sleep=self.sleep, context_meter=self.meter.measure

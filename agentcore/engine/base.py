@@ -16,11 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agentcore.engine.compaction import CompactionSettings
+from agentcore.engine.endings import (
+    end_operation,
+    end_operation_aborted,
+    last_assistant_text,
+    settle_open_calls,
+)
 from agentcore.engine.retry import (
     Sleep,
 )
-from agentcore.engine.usage import run_usage_totals
-from agentcore.errors import EXECUTION_ABORTED
 from agentcore.events import (
     AgentEvent,
     ContextUsageEvent,
@@ -31,10 +35,7 @@ from agentcore.harness.projection import ConversationLog, cancel_key
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.host import AgentHost, call_hook
 from agentcore.messages import (
-    AssistantMessage,
     Message,
-    TextContent,
-    ToolResultMessage,
 )
 from agentcore.models.attributes import ResolvedModel
 from agentcore.providers.base import (
@@ -84,10 +85,6 @@ class SessionPort(Protocol):
 
     def at_tool_boundary(self, engine: EngineBase, commit: Commit) -> None:
         """Called with the commit that moves a turn past its tool round: steer inputs join it."""
-
-
-def call_key(request_id: str, step: int, index: int) -> str:
-    return f"{request_id}/{step}/{index}"
 
 
 def display_id(op: dict[str, Any], call: dict[str, Any]) -> str:
@@ -146,36 +143,11 @@ class EngineBase:
         error_code: str | None = None,
         error: str | None = None,
     ) -> RunEndEvent:
-        """The one terminal transaction of an operation: receipt with the outcome, no registers left."""
-        event = RunEndEvent(
-            status=status,
-            request_id=self.request_id,
-            text=text,
-            error_code=error_code,
-            error=error,
-            usage=run_usage_totals(self.log, self.request_id, extra=commit.usage),
+        """The one terminal transaction of an operation (``endings.end_operation``)."""
+        self.final = end_operation(
+            self.log, self.request_id, commit, status, text, error_code=error_code, error=error
         )
-        receipt = self.log.receipts.get(self.request_id)
-        payload = dict(receipt.payload if receipt else {}, status=status, final=event.model_dump(), pending=None)
-        commit.receipts.append(self.log.receipt(self.request_id, payload))
-        commit.registers.append(self.log.set_op(None))
-        marker = cancel_key(self.log.conversation_id)
-        if marker in self.log.registers:  # DURABILITY 16: no operation register outlives the end
-            commit.registers.append(RegisterWrite(marker, None))
-        self.log.commit(commit)
-        self.final = event
-        return event
-
-    def _settle_open_calls(self, op: dict[str, Any], commit: Commit, reason: str) -> None:
-        """Give every unsettled call of the current batch a result so the transcript stays valid."""
-        if op.get("phase") not in ("tools", "paused") or not op.get("tool_calls"):
-            return
-        for call in op["tool_calls"]:
-            key = call_key(self.request_id, op["step"], call["index"])
-            if key in self.log.results:
-                continue
-            message = ToolResultMessage(call["id"], call["name"], [TextContent(reason)], is_error=True)
-            commit.entries.append(self.log.message_entry(message, self.request_id, call_key=key))
+        return self.final
 
     def mark_cancelled(self, reason: str) -> None:
         """Make a cancel durable before anything else happens (DURABILITY 12).
@@ -202,24 +174,15 @@ class EngineBase:
 
     def finish_failed(self, op: dict[str, Any], code: str, reason: str, *, commit: Commit | None = None) -> RunEndEvent:
         commit = commit or Commit()
-        self._settle_open_calls(op, commit, f"Not run: the run failed ({reason}).")
+        settle_open_calls(self.log, self.request_id, op, commit, f"Not run: the run failed ({reason}).")
         return self._terminal(commit, "failed", self._last_assistant_text(), error_code=code, error=reason)
 
     def finish_aborted(self, op: dict[str, Any], reason: str, *, commit: Commit | None = None) -> RunEndEvent:
-        commit = commit or Commit()
-        self._settle_open_calls(op, commit, "Not run: the run was cancelled.")
-        return self._terminal(
-            commit, "aborted", self._last_assistant_text(), error_code=EXECUTION_ABORTED, error=reason
-        )
+        self.final = end_operation_aborted(self.log, op, reason, commit)
+        return self.final
 
     def _last_assistant_text(self) -> str:
-        for index in range(len(self.log.messages) - 1, -1, -1):
-            if self.log.message_ops[index] != self.request_id:
-                break
-            message = self.log.messages[index]
-            if isinstance(message, AssistantMessage) and message.text:
-                return message.text
-        return ""
+        return last_assistant_text(self.log, self.request_id)
 
     @staticmethod
     def _window(cfg: TurnConfig) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentcore.engine.base import EngineBase, call_key, display_id
+from agentcore.engine.base import EngineBase, display_id
+from agentcore.engine.endings import call_key
 from agentcore.engine.usage import run_usage_totals
 from agentcore.errors import USER_INPUT_REQUIRED, UserInputRequired
 from agentcore.events import (

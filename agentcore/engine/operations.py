@@ -17,6 +17,7 @@ from typing import Any
 
 from agentcore.engine.base import Configure
 from agentcore.engine.compaction import is_manual_command
+from agentcore.engine.endings import end_operation_aborted
 from agentcore.engine.turn import TurnEngine
 from agentcore.errors import RUN_FAILED, InputValidationError
 from agentcore.events import AgentEvent
@@ -105,10 +106,9 @@ def start_op(
     log.commit(commit)
 
 
-def supersede(log: ConversationLog, op: dict[str, Any], configure: Configure) -> None:
+def supersede(log: ConversationLog, op: dict[str, Any]) -> None:
     """A new input while an older operation is unfinished: end the old one as aborted."""
-    engine = TurnEngine(log, op["request_id"], configure, None, asyncio.Event())
-    engine.finish_aborted(op, "superseded by a newer request")
+    end_operation_aborted(log, op, "superseded by a newer request")
 
 
 def record_failure(log: ConversationLog, request_id: str, exc: BaseException, configure: Configure) -> None:

@@ -14,10 +14,11 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentcore.engine.base import TurnConfig, call_key
+from agentcore.engine.base import TurnConfig
 from agentcore.engine.base import display_id as shown_id_of
 from agentcore.engine.call_limits import oversize_result
 from agentcore.engine.decisions import Decisions
+from agentcore.engine.endings import call_key
 from agentcore.errors import UserInputRequired
 from agentcore.events import (
     AgentEvent,

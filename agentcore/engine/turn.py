@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentcore.context.compaction import plan_compaction, should_compact, summary_message
-from agentcore.engine.base import EngineBase, TurnConfig, call_key
+from agentcore.engine.base import EngineBase, TurnConfig
 from agentcore.engine.call_limits import refuse_oversized_calls
 from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
+from agentcore.engine.endings import call_key
 from agentcore.engine.fragments import FragmentBuffer, assemble_partial
 from agentcore.engine.pump import with_ticks
 from agentcore.engine.retry import (

@@ -211,17 +211,16 @@ def fingerprint(command: Command) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
 
 
-def check_strict_json(value: Any, field: str) -> None:
-    """Raise ``input_validation`` unless ``value`` is plain JSON of at most 256 KiB (S2)."""
+def check_strict_json(value: Any, field: str, *, limit: int = MAX_TASK_INPUT_BYTES) -> None:
+    """Raise ``input_validation`` unless ``value`` is plain JSON of at most ``limit`` bytes
+    (256 KiB: a task's input, S2)."""
     _check(value, field, 0)
     try:
         size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8"))
     except (ValueError, UnicodeEncodeError) as exc:
         raise InputValidationError(f"{field}: not encodable as JSON ({exc})", field=field) from None
-    if size > MAX_TASK_INPUT_BYTES:
-        raise InputValidationError(
-            f"{field}: {size:,} bytes of JSON; at most {MAX_TASK_INPUT_BYTES:,} are accepted", field=field
-        )
+    if size > limit:
+        raise InputValidationError(f"{field}: {size:,} bytes of JSON; at most {limit:,} are accepted", field=field)
 
 
 def _check(value: Any, where: str, depth: int) -> None:

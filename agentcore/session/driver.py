@@ -221,6 +221,8 @@ class SessionDriver:
     def emit(self, context: Context, event: AgentEvent) -> None:
         if not context.is_main:
             event = event.model_copy(update={"target_id": context.target_id})
+        for extension in self.extensions:
+            extension.observe(context, event)
         self._bus.put_nowait(event)
 
     def _idle(self) -> bool:
@@ -275,10 +277,13 @@ class SessionDriver:
 
         task.add_done_callback(done)
 
-    def spawn(self, key: str, work: Callable[[], Awaitable[None]]) -> None:
-        """Run ``work()`` as an activity of the session, unless one runs under ``key`` already."""
-        if key not in self._activities:
-            self._watch(key, work())
+    def spawn(self, key: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None] | None:
+        """Run ``work()`` as an activity of the session, unless one runs under ``key`` already
+        (then None)."""
+        if key in self._activities:
+            return None
+        self._watch(key, work())
+        return self._activities[key]
 
     def wake(self) -> None:
         self._bus.put_nowait(_WAKE)
@@ -386,10 +391,13 @@ class SessionDriver:
         extra = [plan_tool]
         if self.options.subagents is not None:
             extra.append(self.children.tool(context))
+        sections: list[str] = []
         for extension in self.extensions:
             extra.extend(extension.tools(context))
+            sections.extend(extension.sections(context))
         names = ",".join(tool.name for tool in extra)  # a catalog may add tools as they are found
-        return ToolScope(key=f"ctx:{context.conversation_id}:{names}", extra=tuple(extra))
+        key = f"ctx:{context.conversation_id}:{names}:{hash(tuple(sections))}"
+        return ToolScope(key=key, extra=tuple(extra), sections=tuple(sections))
 
     def meter(self, log: ConversationLog) -> ContextMeter:
         meter = self.meters.get(log.conversation_id)
@@ -482,7 +490,10 @@ class SessionDriver:
     # --- cancellation ------------------------------------------------------------------------
 
     def cancel_foreground(self, context: Context, reason: str) -> str | None:
-        """Cancel ``context``'s running or paused turn durably; returns its request id."""
+        """Cancel ``context``'s running or paused turn durably; returns its request id.
+        Foreground (not background) extension work of the context is cancelled too."""
+        for extension in self.extensions:
+            extension.cancel_foreground(context, reason)
         log = self.view.log(context.conversation_id)
         op = log.op
         if op is None:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentcore.events import AgentEvent
 from agentcore.tools.base import AgentTool
 
 if TYPE_CHECKING:
@@ -35,12 +36,24 @@ class SessionExtension(Protocol):
         """Entries merged into the snapshot's ``records`` (never credentials)."""
         ...
 
+    def sections(self, context: Context) -> list[str]:
+        """Prompt sections appended to the system prompt of ``context``'s turns."""
+        ...
+
+    def observe(self, context: Context, event: AgentEvent) -> None:
+        """See every event the session emits (hooks); must not block or raise."""
+        ...
+
     def ensure_activities(self) -> None:
         """Start (or resume after a reopen) the extension's work as session activities."""
         ...
 
     def cancel_all(self, context: Context, reason: str) -> list[str]:
         """``cancel`` scope all: stop this extension's work owned by ``context``; ids stopped."""
+        ...
+
+    def cancel_foreground(self, context: Context, reason: str) -> list[str]:
+        """``cancel`` scope foreground: stop ``context``'s work that is not background."""
         ...
 
     def cancel_task(self, context: Context, task_id: str, owned_targets: set[int]) -> list[str] | None:
@@ -70,10 +83,19 @@ class BaseExtension:
     def records(self) -> dict[str, Any]:
         return {}
 
+    def sections(self, context: Context) -> list[str]:
+        return []
+
+    def observe(self, context: Context, event: AgentEvent) -> None:
+        return None
+
     def ensure_activities(self) -> None:
         return None
 
     def cancel_all(self, context: Context, reason: str) -> list[str]:
+        return []
+
+    def cancel_foreground(self, context: Context, reason: str) -> list[str]:
         return []
 
     def cancel_task(self, context: Context, task_id: str, owned_targets: set[int]) -> list[str] | None:
@@ -91,7 +113,11 @@ class BaseExtension:
 # session option key → the module implementing it. Each module provides
 # ``parse_option(raw) -> parsed`` (strict; ``input_validation`` naming ``session.<key>...``) and
 # ``create(driver, parsed) -> SessionExtension``. Modules load only when their key is used.
-EXTENSION_MODULES: Mapping[str, str] = MappingProxyType({})
+EXTENSION_MODULES: Mapping[str, str] = MappingProxyType(
+    {
+        "registry": "agentcore.extensions.tasks",
+    }
+)
 
 
 def _module(key: str) -> Any:

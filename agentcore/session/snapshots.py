@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentcore.engine.base import call_key
+from agentcore.engine.endings import call_key
 from agentcore.session import queue as input_queue
 from agentcore.session.contexts import Context
 from agentcore.session.ledger import merged

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agentcore import AgentError, AgentInput, UserInputRequired
-from agentcore.harness import Commit, SqliteStorageFactory, TaskRow
+from agentcore.harness import SqliteStorageFactory
 from agentcore.host import AgentHost
 from agentcore.offline import cancel_agent_conversation
 from agentcore.testing.steps import Text, ToolCall
@@ -40,41 +40,6 @@ async def test_offline_cancel_ends_a_paused_run(make_agent, fake_server, tmp_pat
     assert reopened.pending_request_id is None
     again = final(await collect(reopened, AgentInput(request_id="r1")))
     assert again.status == "aborted" and again.replayed and len(fake_server.requests) == 1
-
-
-async def test_tasks_without_definition_end_orphaned(tmp_path: Path) -> None:
-    """D7: an unfinished task whose definition is unknown can only end as orphaned; with a
-    registry that knows it, its abort cleanup runs first."""
-    db = tmp_path / "store.sqlite"
-    storage, release = SqliteStorageFactory(str(db)).open()
-    storage.commit(
-        Commit(
-            tasks=[
-                TaskRow("t1", "main", {"name": "app.timer", "status": "running"}),
-                TaskRow("t2", "main", {"name": "app.known", "status": "waiting"}),
-                TaskRow("t3", "main", {"name": "app.timer", "status": "completed"}),
-            ]
-        )
-    )
-    storage.close()
-    release()
-    cleaned: list[str] = []
-
-    class Known:
-        def abort(self, task: dict[str, Any]) -> None:
-            cleaned.append(task["name"])
-
-    class Registry:
-        def get(self, name: str) -> Any:
-            return Known() if name == "app.known" else None
-
-    outcome = await cancel_agent_conversation(agent_store_dir=db, conversation_id="main", registry=Registry())
-    assert outcome["orphaned_tasks"] == ["t1"] and outcome["aborted_tasks"] == ["t2"] and cleaned == ["app.known"]
-    storage, release = SqliteStorageFactory(str(db)).open()
-    tasks = storage.load().tasks
-    storage.close()
-    release()
-    assert [tasks[t].payload["status"] for t in ("t1", "t2", "t3")] == ["orphaned", "aborted", "completed"]
 
 
 async def test_unknown_store_is_a_clear_error(tmp_path: Path) -> None:

@@ -1,0 +1,654 @@
+"""Running durable tasks inside a session (SPEC X1, X2, D5, D7).
+
+A task is a row of the store's ``tasks`` table — its program counter: definition name and
+version, status, phase, checkpoint, wake time, children. A phase runs as a session activity;
+it ends by committing the next state (``runtime.commit``): the next phase with a new
+checkpoint, waiting on children, or a terminal outcome, written in one transaction with the
+children it creates. A crash at any point therefore resumes from the last committed state and
+never re-runs a committed phase; a phase that returns without committing fails the task.
+
+Definitions come from the registry snapshot in force when a phase starts, so an update never
+changes code under a running phase; the next phase takes the newest compatible version, and a
+missing or incompatible one leaves the task ``blocked`` (with the reason) until one is installed.
+Cancelling stops owned children first, then runs the definition's ``abort``; closing the
+runtime only pauses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentcore.engine.retry import abortable_sleep
+from agentcore.errors import InputValidationError
+from agentcore.events import AgentEvent
+from agentcore.extensions.tasks.definitions import AgentTaskDefinition
+from agentcore.extensions.tasks.registry import AgentRegistry, RegistrySnapshot
+from agentcore.harness.storage import Commit, TaskRow
+from agentcore.session.commands import check_strict_json
+from agentcore.session.contexts import Context
+from agentcore.session.extension import BaseExtension
+from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from agentcore.session.commands import TaskCommand
+    from agentcore.session.control import ControlHandlers
+    from agentcore.session.driver import SessionDriver
+
+log = logging.getLogger("agentcore.tasks")
+
+TERMINAL = frozenset({"completed", "failed", "aborted", "orphaned"})
+OUTCOMES = ("completed", "failed", "aborted")
+MAX_CHECKPOINT_BYTES = 1024 * 1024
+ABORT_GRACE_S = 5.0
+
+
+class TaskCancelled(Exception):
+    """Raised inside a phase whose task is being cancelled (from ``sleep`` or ``commit``)."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class PhaseContext:
+    """What identifies one execution of a phase (or of ``abort``): it commits at most once."""
+
+    task_id: str
+    phase: str
+    abort: asyncio.Event = field(default_factory=asyncio.Event)
+    committed: bool = False
+    aborting: bool = False  # the context of ``abort``: may commit while the task is stopping
+
+
+@dataclass(slots=True, frozen=True)
+class TaskChild:
+    task_id: str
+    name: str
+    status: str
+    outcome: Any = None
+
+
+@dataclass(slots=True, frozen=True)
+class TaskHandle:
+    """The task as a phase sees it (read-only)."""
+
+    id: str
+    name: str
+    version: int
+    input: Any
+    phase: str | None
+    checkpoint: Any
+    parent_id: str | None
+    children: tuple[TaskChild, ...]
+    wake_at: int | None
+
+    @property
+    def state(self) -> TaskHandle:
+        """``task.state.checkpoint`` as in the seed's examples."""
+        return self
+
+
+class TaskTransaction:
+    """``tx`` in ``runtime.commit(fn)``: children created here are committed with the state."""
+
+    def __init__(self, scheduler: TaskScheduler, parent: TaskRow, snapshot: RegistrySnapshot) -> None:
+        self._scheduler = scheduler
+        self._parent = parent
+        self._snapshot = snapshot
+        self.rows: list[TaskRow] = []
+
+    def create_task(self, name: str, input: Any = None, *, background: bool = True) -> str:
+        """A child owned by this task, created in the same commit; returns its id."""
+        definition = self._snapshot.task(name)
+        if definition is None:
+            raise InputValidationError(f"no registered task named {name!r}", field="name")
+        row = self._scheduler.new_row(
+            definition,
+            input,
+            conversation_id=self._parent.conversation_id,
+            target_id=int(self._parent.payload.get("target_id", 0)),
+            parent_id=self._parent.task_id,
+            background=background,
+            request_id=None,
+        )
+        self.rows.append(row)
+        return row.task_id
+
+
+class TaskRuntime:
+    """``runtime`` in a phase: commit the next state, sleep durably, read the clock."""
+
+    def __init__(self, scheduler: TaskScheduler, task_id: str) -> None:
+        self._scheduler = scheduler
+        self.task_id = task_id
+
+    def now_ms(self) -> int:
+        return now_ms()
+
+    async def commit(self, fn: Any, context: PhaseContext) -> None:
+        self._scheduler.commit_state(self.task_id, fn, context)
+
+    async def sleep(self, wake_at_ms: int, context: PhaseContext) -> None:
+        """Wait until the wall clock reaches ``wake_at_ms``; survives close and crash because the
+        phase that sleeps runs again from its checkpoint and asks for the same time."""
+        await self._scheduler.sleep_until(self.task_id, int(wake_at_ms), context)
+
+
+@dataclass(slots=True)
+class _Running:
+    task: asyncio.Future[None]
+    context: PhaseContext
+
+
+class TaskScheduler(BaseExtension):
+    """The ``registry`` session extension: runs, wakes, blocks and cancels durable tasks."""
+
+    def __init__(self, driver: SessionDriver, registry: AgentRegistry) -> None:
+        super().__init__(driver)
+        self.registry = registry
+        self._running: dict[str, _Running] = {}
+        self._cancelling: set[str] = set()
+        self._terminal_waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._hook_errors = 0
+        self._unsubscribe = registry.subscribe(lambda _snapshot: self._on_publish())
+
+    # --- SessionExtension -----------------------------------------------------------------
+
+    def tools(self, context: Context) -> list[AgentTool]:
+        return [self._bind(tool) for tool in self.registry.snapshot.tools]
+
+    def sections(self, context: Context) -> list[str]:
+        return [f"# {doc.name}\n\n{doc.text}" for doc in self.registry.snapshot.docs]
+
+    def records(self) -> dict[str, Any]:
+        snapshot = self.registry.snapshot
+        return {
+            "extensions": [
+                {
+                    "name": ext.name,
+                    "version": ext.version,
+                    "tasks": [{"name": t.name, "version": t.version} for t in ext.tasks],
+                    "tools": [t.name for t in ext.tools],
+                    "docs": [d.name for d in ext.docs],
+                    "hooks": [h.event for h in ext.hooks],
+                }
+                for ext in snapshot.extensions.values()
+            ],
+            "registry": {"serial": snapshot.serial, "hook_errors": self._hook_errors},
+        }
+
+    def observe(self, context: Context, event: AgentEvent) -> None:
+        hooks = [h for h in self.registry.snapshot.hooks if h.event in (event.type, "*")]
+        if hooks:
+            self._call_hooks(hooks, event.model_dump(mode="json"), context)
+
+    def ensure_activities(self) -> None:
+        for row in list(self.driver.view.tasks.values()):
+            payload = row.payload
+            if payload.get("kind") != "task" or payload.get("status") in TERMINAL:
+                continue
+            if payload.get("stopping"):
+                self._start_cancel(row.task_id)
+            elif payload.get("status") == "waiting":
+                self._maybe_wake(row)
+            elif payload.get("status") in ("running", "blocked") and row.task_id not in self._running:
+                self._schedule(row)
+
+    def cancel_all(self, context: Context, reason: str) -> list[str]:
+        return self._cancel_top_level(context, reason, background=None)
+
+    def cancel_foreground(self, context: Context, reason: str) -> list[str]:
+        """``cancel`` scope foreground keeps background tasks (the background subtree)."""
+        return self._cancel_top_level(context, reason, background=False)
+
+    def _cancel_top_level(self, context: Context, reason: str, *, background: bool | None) -> list[str]:
+        ids = [
+            row.task_id
+            for row in self.driver.view.tasks.values()
+            if row.payload.get("kind") == "task"
+            and row.payload.get("status") not in TERMINAL
+            and row.payload.get("parent_id") is None
+            and row.conversation_id == context.conversation_id
+            and (background is None or bool(row.payload.get("background")) == background)
+        ]
+        for task_id in ids:
+            self.request_cancel(task_id, reason)
+        return ids
+
+    def cancel_task(self, context: Context, task_id: str, owned_targets: set[int]) -> list[str] | None:
+        row = self.driver.view.tasks.get(task_id)
+        if row is None or row.payload.get("kind") != "task":
+            return None
+        if int(row.payload.get("target_id", 0)) not in owned_targets:
+            raise InputValidationError(f"task {task_id!r} does not belong to this target", field="task_id")
+        if row.payload.get("status") in TERMINAL:
+            return []
+        self.request_cancel(task_id, "cancelled by the host")
+        return [task_id]
+
+    def start_task(
+        self, command: TaskCommand, context: Context, digest: str, control: ControlHandlers
+    ) -> dict[str, Any] | None:
+        definition = self.registry.snapshot.task(command.name)
+        if definition is None:
+            return None
+        row = self.new_row(
+            definition,
+            command.input,
+            conversation_id=context.conversation_id,
+            target_id=context.target_id,
+            parent_id=None,
+            background=command.background,
+            request_id=command.request_id,
+        )
+        log_ = self.driver.view.log(context.conversation_id)
+        receipt = control._receipt(command, digest, "started", task_id=row.task_id, name=command.name)
+        recorded = control._record(log_, command, digest, receipt, Commit(tasks=[row]))
+        self._notify(row.task_id)
+        return recorded
+
+    async def aclose(self) -> None:
+        self._unsubscribe()
+        for running in list(self._running.values()):
+            running.task.cancel()
+        self._running.clear()
+
+    # --- rows ---------------------------------------------------------------------------
+
+    def new_row(
+        self,
+        definition: AgentTaskDefinition,
+        input: Any,
+        *,
+        conversation_id: str,
+        target_id: int,
+        parent_id: str | None,
+        background: bool,
+        request_id: str | None,
+    ) -> TaskRow:
+        """A new task's row; its input and first checkpoint are checked as strict JSON."""
+        check_strict_json(input, "input")
+        if definition.input_schema is not None:
+            from agentcore.tools.executor import describe_validation_errors, validate_against
+
+            errors = validate_against(dict(definition.input_schema), input)
+            if errors:
+                raise InputValidationError(
+                    f"input does not match task {definition.name!r}: {describe_validation_errors(errors)}",
+                    field="input",
+                )
+        try:
+            checkpoint = definition.initial(input)
+        except Exception as exc:
+            raise InputValidationError(f"task {definition.name!r} rejected its input: {exc}", field="input") from exc
+        check_strict_json(checkpoint, "checkpoint", limit=MAX_CHECKPOINT_BYTES)
+        stamp = now_ms()
+        payload = {
+            "kind": "task",
+            "name": definition.name,
+            "version": definition.version,
+            "status": "running",
+            "phase": definition.first_phase(checkpoint),
+            "checkpoint": checkpoint,
+            "input": input,
+            "wake_at": None,
+            "waiting_on": [],
+            "parent_id": parent_id,
+            "children": [],
+            "background": background,
+            "target_id": target_id,
+            "request_id": request_id,
+            "created_ms": stamp,
+            "updated_ms": stamp,
+            "outcome": None,
+            "error": None,
+            "blocked_reason": None,
+            "stopping": False,
+        }
+        return TaskRow(f"task-{uuid.uuid4().hex[:16]}", conversation_id, payload)
+
+    def _write(self, row: TaskRow, extra: list[TaskRow] | None = None, **changes: Any) -> TaskRow:
+        """Commit ``changes`` to ``row`` (and ``extra`` rows) in one transaction."""
+        updated = TaskRow(row.task_id, row.conversation_id, {**row.payload, **changes, "updated_ms": now_ms()})
+        self.driver.view.log(row.conversation_id).commit(Commit(tasks=[updated, *(extra or [])]))
+        self._emit_task(updated)
+        return updated
+
+    def _row(self, task_id: str) -> TaskRow:
+        return self.driver.view.tasks[task_id]
+
+    def _handle(self, row: TaskRow) -> TaskHandle:
+        tasks = self.driver.view.tasks
+        children = []
+        for child_id in row.payload.get("children") or []:
+            child = tasks.get(child_id)
+            if child is not None:
+                p = child.payload
+                children.append(TaskChild(child_id, p.get("name", ""), p.get("status", ""), p.get("outcome")))
+        payload = row.payload
+        return TaskHandle(
+            id=row.task_id,
+            name=payload["name"],
+            version=int(payload["version"]),
+            input=payload.get("input"),
+            phase=payload.get("phase"),
+            checkpoint=payload.get("checkpoint"),
+            parent_id=payload.get("parent_id"),
+            children=tuple(children),
+            wake_at=payload.get("wake_at"),
+        )
+
+    # --- scheduling -----------------------------------------------------------------------
+
+    def _on_publish(self) -> None:
+        self.driver.wake()  # a blocked task may be runnable now
+
+    def _notify(self, task_id: str) -> None:
+        self.ensure_activities()
+        self.driver.wake()
+
+    def _definition_for(self, row: TaskRow) -> AgentTaskDefinition | str:
+        """The definition the next phase uses, or why there is none (the ``blocked`` reason)."""
+        name, version = row.payload["name"], int(row.payload["version"])
+        definition = self.registry.snapshot.task(name)
+        if definition is None:
+            return f"task definition {name!r} is not installed"
+        if not definition.accepts(version):
+            return (
+                f"task definition {name!r} version {definition.version} cannot resume a version-{version} "
+                "checkpoint (declare accepts_versions to allow it)"
+            )
+        if row.payload.get("phase") not in definition.phases:
+            return f"task definition {name!r} version {definition.version} has no phase {row.payload.get('phase')!r}"
+        return definition
+
+    def _schedule(self, row: TaskRow) -> None:
+        definition = self._definition_for(row)
+        if isinstance(definition, str):
+            if row.payload.get("status") != "blocked" or row.payload.get("blocked_reason") != definition:
+                self._write(row, status="blocked", blocked_reason=definition)
+            return
+        if row.payload.get("status") == "blocked" or int(row.payload["version"]) != definition.version:
+            row = self._write(row, status="running", blocked_reason=None, version=definition.version)
+        context = PhaseContext(row.task_id, str(row.payload["phase"]))
+        key = f"task:{row.task_id}:{uuid.uuid4().hex[:8]}"
+        task = self.driver.spawn(key, lambda: self._run_phase(row.task_id, definition, context))
+        if task is not None:
+            self._running[row.task_id] = _Running(task, context)
+
+    def _maybe_wake(self, row: TaskRow) -> None:
+        """``waiting`` with ``all_settled``: wake exactly once, when every child is terminal."""
+        tasks = self.driver.view.tasks
+        waiting = row.payload.get("waiting_on") or []
+        if all((tasks.get(child) is None) or tasks[child].payload.get("status") in TERMINAL for child in waiting):
+            phase = row.payload.get("resume_phase") or row.payload.get("phase")
+            woken = self._write(row, status="running", phase=phase, waiting_on=[], resume_phase=None)
+            self._schedule(woken)
+
+    async def _run_phase(self, task_id: str, definition: AgentTaskDefinition, context: PhaseContext) -> None:
+        row = self._row(task_id)
+        phase = definition.phases[context.phase]
+        try:
+            await phase(self._handle(row), TaskRuntime(self, task_id), context)
+        except TaskCancelled:
+            pass
+        except asyncio.CancelledError:
+            raise  # the runtime closes: the task pauses here and resumes on reopen
+        except Exception as exc:
+            if not context.committed and not self._row(task_id).payload.get("stopping"):
+                self._finish(task_id, "failed", error=f"phase {context.phase!r} raised {type(exc).__name__}: {exc}")
+        else:
+            if not context.committed and not self._row(task_id).payload.get("stopping"):
+                self._finish(
+                    task_id,
+                    "failed",
+                    error=f"phase {context.phase!r} returned without committing progress or an outcome",
+                )
+        finally:
+            running = self._running.get(task_id)
+            if running is not None and running.context is context:
+                del self._running[task_id]
+            self.driver.wake()
+
+    def _finish(self, task_id: str, status: str, *, result: Any = None, error: str | None = None) -> None:
+        row = self._row(task_id)
+        if row.payload.get("status") in TERMINAL:
+            return
+        outcome = {"status": status, "result": result}
+        self._write(row, status=status, outcome=outcome, error=error, wake_at=None, stopping=False)
+        self._notify(task_id)
+
+    # --- commit and sleep (called from phases) --------------------------------------------------
+
+    def commit_state(self, task_id: str, fn: Any, context: PhaseContext) -> None:
+        if context.committed:
+            raise RuntimeError(f"phase {context.phase!r} already committed: a phase commits once, then returns")
+        row = self._row(task_id)
+        payload = row.payload
+        if payload.get("status") in TERMINAL:
+            raise TaskCancelled(f"task {task_id} already ended")
+        if payload.get("stopping") and not context.aborting:
+            raise TaskCancelled(f"task {task_id} is being cancelled")
+        tx = TaskTransaction(self, row, self.registry.snapshot)
+        state = fn(tx)
+        changes = self._transition(state, tx, row)
+        context.committed = True
+        self._write(row, tx.rows, **changes)
+        self._notify(task_id)
+
+    def _transition(self, state: Any, tx: TaskTransaction, row: TaskRow) -> dict[str, Any]:
+        """Validate a phase's next state and turn it into row changes."""
+        if not isinstance(state, dict) or state.get("status") not in ("running", "waiting", "terminal"):
+            raise ValueError("commit must return {'status': 'running' | 'waiting' | 'terminal', ...}")
+        children = [*(row.payload.get("children") or []), *(child.task_id for child in tx.rows)]
+        status = state["status"]
+        if status == "terminal":
+            outcome = state.get("outcome")
+            if not isinstance(outcome, dict) or outcome.get("status") not in OUTCOMES:
+                raise ValueError("a terminal state needs outcome {'status': 'completed' | 'failed' | 'aborted'}")
+            check_strict_json(outcome.get("result"), "outcome.result", limit=MAX_CHECKPOINT_BYTES)
+            return {
+                "status": outcome["status"],
+                "outcome": {"status": outcome["status"], "result": outcome.get("result")},
+                "error": outcome.get("error") if outcome["status"] != "completed" else None,
+                "wake_at": None,
+                "children": children,
+                "stopping": False,
+            }
+        checkpoint = state.get("checkpoint", row.payload.get("checkpoint"))
+        check_strict_json(checkpoint, "checkpoint", limit=MAX_CHECKPOINT_BYTES)
+        if status == "running":
+            phase = state.get("phase")
+            if not isinstance(phase, str) or not phase:
+                raise ValueError("a running state needs the next 'phase'")
+            return {
+                "status": "running",
+                "phase": phase,
+                "checkpoint": checkpoint,
+                "wake_at": None,
+                "children": children,
+            }
+        waiting_on = state.get("on")
+        if not isinstance(waiting_on, list) or not all(isinstance(x, str) for x in waiting_on):
+            raise ValueError("a waiting state needs 'on': a list of task ids")
+        if state.get("policy", "all_settled") != "all_settled":
+            raise ValueError("the only waiting policy is 'all_settled'")
+        unknown = [x for x in waiting_on if x not in children]
+        if unknown:
+            raise ValueError(f"a task can only wait on its own children; not {unknown}")
+        return {
+            "status": "waiting",
+            "waiting_on": waiting_on,
+            "policy": "all_settled",
+            "resume_phase": state.get("phase") or row.payload.get("phase"),
+            "checkpoint": checkpoint,
+            "wake_at": None,
+            "children": children,
+        }
+
+    async def sleep_until(self, task_id: str, wake_at: int, context: PhaseContext) -> None:
+        row = self._row(task_id)
+        if row.payload.get("wake_at") != wake_at:
+            self._write(row, wake_at=wake_at)  # shown in the Trace; the phase re-asks after a crash
+        while (remaining := wake_at - now_ms()) > 0:
+            if await abortable_sleep(remaining / 1000, context.abort, self.driver.runtime.sleep):
+                raise TaskCancelled(f"task {task_id} was cancelled while sleeping")
+            if self.driver.runtime.sleep is not asyncio.sleep:
+                break  # an injected sleep (tests) does not pass real time: trust it
+
+    # --- cancellation ---------------------------------------------------------------------------
+
+    def request_cancel(self, task_id: str, reason: str) -> None:
+        """Mark the task (durably) as stopping, then run the cancel flow as an activity."""
+        row = self._row(task_id)
+        if row.payload.get("status") in TERMINAL:
+            return
+        if not row.payload.get("stopping"):
+            self._write(row, stopping=True, stop_reason=reason)
+        self._start_cancel(task_id)
+
+    def _start_cancel(self, task_id: str) -> None:
+        if task_id in self._cancelling:
+            return
+        self._cancelling.add(task_id)
+        self.driver.spawn(f"cancel:{task_id}", lambda: self._cancel_flow(task_id))
+
+    async def _cancel_flow(self, task_id: str) -> None:
+        """Owned children first (each with its own cleanup), then this task's ``abort``."""
+        try:
+            row = self._row(task_id)
+            for child_id in row.payload.get("children") or []:
+                child = self.driver.view.tasks.get(child_id)
+                if child is not None and child.payload.get("status") not in TERMINAL:
+                    self.request_cancel(child_id, "its parent task was cancelled")
+            for child_id in row.payload.get("children") or []:
+                await self._until_terminal(child_id)
+            running = self._running.get(task_id)
+            if running is not None:
+                running.context.abort.set()
+                done, _ = await asyncio.wait({running.task}, timeout=ABORT_GRACE_S)
+                if not done:
+                    running.task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await running.task
+            await self._run_abort(task_id)
+        finally:
+            self._cancelling.discard(task_id)
+
+    async def _until_terminal(self, task_id: str) -> None:
+        """Wait until a (cancelling) child has ended."""
+        while (row := self.driver.view.tasks.get(task_id)) is not None and row.payload.get("status") not in TERMINAL:
+            waiter = asyncio.get_running_loop().create_future()
+            self._terminal_waiters.setdefault(task_id, []).append(waiter)
+            await waiter
+
+    async def _run_abort(self, task_id: str) -> None:
+        row = self._row(task_id)
+        if row.payload.get("status") in TERMINAL:
+            return
+        definition = self.registry.snapshot.task(row.payload["name"])
+        if definition is not None and definition.abort is not None:
+            context = PhaseContext(task_id, "abort", aborting=True)
+            try:
+                await definition.abort(self._handle(row), TaskRuntime(self, task_id), context)
+            except Exception as exc:  # the cleanup failed: the task still ends, saying so
+                self._finish(task_id, "aborted", error=f"abort raised {type(exc).__name__}: {exc}")
+                return
+        reason = str(self._row(task_id).payload.get("stop_reason") or "cancelled")
+        self._finish(task_id, "aborted", error=reason)
+
+    # --- events and hooks ---------------------------------------------------------------------
+
+    def _emit_task(self, row: TaskRow) -> None:
+        for waiter in self._terminal_waiters.pop(row.task_id, []) if row.payload.get("status") in TERMINAL else []:
+            if not waiter.done():
+                waiter.set_result(None)
+        hooks = [h for h in self.registry.snapshot.hooks if h.event in ("task", "*")]
+        if hooks:
+            context = self.driver.contexts.by_conversation(row.conversation_id)
+            self._call_hooks(hooks, {"type": "task", "task_id": row.task_id, **row.payload}, context)
+
+    def _call_hooks(self, hooks: list[Any], event: dict[str, Any], context: Context) -> None:
+        for hook in hooks:
+            try:
+                result = hook.fn(event, context)
+            except Exception:
+                self._hook_errors += 1
+                log.exception("hook for %r failed", hook.event)
+                continue
+            if asyncio.iscoroutine(result):
+                self.driver.spawn(f"hook:{uuid.uuid4().hex}", functools.partial(self._await_hook, result))
+
+    async def _await_hook(self, awaitable: Any) -> None:
+        try:
+            await awaitable
+        except Exception:
+            self._hook_errors += 1
+            log.exception("an async hook failed")
+
+    # --- tools that start tasks -----------------------------------------------------------------
+
+    def _bind(self, tool: AgentTool) -> AgentTool:
+        spec = tool.metadata.get("starts_task")
+        if not spec:
+            return tool
+
+        async def execute(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            return await self._tool_start(spec, arguments, ctx)
+
+        return AgentTool(
+            name=tool.name,
+            description=tool.description,
+            parameters=tool.parameters,
+            execute=execute,
+            replay="safe",  # the task id is derived from the committed call: a replay finds it
+            metadata=tool.metadata,
+        )
+
+    async def _tool_start(self, spec: dict[str, Any], arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        task_id = f"task-{uuid.uuid5(uuid.NAMESPACE_URL, ctx.tool_call_id).hex[:16]}"
+        if task_id not in self.driver.view.tasks:
+            definition = self.registry.snapshot.task(spec["task"])
+            if definition is None:
+                return ToolResult.text(f"Task {spec['task']!r} is not installed.", is_error=True)
+            make_input = spec.get("input")
+            task_input = make_input(arguments) if callable(make_input) else arguments
+            context = self.driver.contexts.main
+            row = self.new_row(
+                definition,
+                task_input,
+                conversation_id=context.conversation_id,
+                target_id=context.target_id,
+                parent_id=None,
+                background=bool(spec.get("background", True)),
+                request_id=ctx.tool_call_id,
+            )
+            row = TaskRow(task_id, row.conversation_id, row.payload)
+            self.driver.view.log(row.conversation_id).commit(Commit(tasks=[row]))
+            self._notify(task_id)
+        if spec.get("background", True):
+            return ToolResult.text(f"Started task {task_id} ({spec['task']}); it runs in the background.")
+        await self._until_settled(task_id, ctx.abort)
+        outcome = self._row(task_id).payload.get("outcome") or {}
+        text = f"Task {task_id} ended {outcome.get('status')}: {outcome.get('result')!r}"
+        return ToolResult.text(text, is_error=outcome.get("status") != "completed")
+
+    async def _until_settled(self, task_id: str, abort: asyncio.Event) -> None:
+        while self._row(task_id).payload.get("status") not in TERMINAL:
+            waiter = asyncio.get_running_loop().create_future()
+            self._terminal_waiters.setdefault(task_id, []).append(waiter)
+            aborted = asyncio.ensure_future(abort.wait())
+            try:
+                await asyncio.wait({waiter, aborted}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                aborted.cancel()
+            if abort.is_set():
+                return
