@@ -248,7 +248,7 @@ async def test_safe_tool_killed_mid_run_is_executed_again(server, tmp_path, work
     probe = workspace / "probe.txt"
     server.enqueue([ToolCall("probe", {}, id="p1")])
     child = await start_child(server, db, workspace)
-    await until(probe.exists)
+    await until(lambda: probe.exists() and probe.read_text() == "probe\n")  # written, not just created
     await child.kill()
     server.enqueue([Text("done")])
     end = await (await start_child(server, db, workspace)).finish()
