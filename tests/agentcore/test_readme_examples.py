@@ -33,3 +33,15 @@ def test_session_protocol_example_runs(workspace: Path) -> None:
     assert lines[1].startswith("[q2] completed")
     assert any(line.startswith("1 fork idle") for line in lines)
     assert any(line.startswith("q4 completed") for line in lines)
+
+
+def test_durable_tasks_example_runs(workspace: Path) -> None:
+    """X1: the README's timer and two-level tasks run to completion."""
+    script = workspace / "tasks_example.py"
+    script.write_text(python_block_after("## Extensions and durable tasks"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), AGENTCORE_DEMO_DELAY_MS="0")
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=workspace, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["timer: completed awake", "pair: completed ['awake', 'awake']"]
