@@ -390,3 +390,68 @@ async def test_offline_cancel_uses_the_registry_and_the_task_rows(make_agent, fa
     assert rows[parent_id].payload["status"] == "orphaned"
     assert {rows[c].payload["status"] for c in rows[parent_id].payload["children"]} == {"aborted"}
     assert json.dumps(reopened.snapshot()["tasks"]) == "[]"
+
+
+async def test_running_phase_keeps_its_definition_and_the_next_phase_takes_the_new_one(make_agent, fake_server) -> None:
+    """X2: an update published while a phase runs does not change that phase's code; the next
+    phase uses the newest compatible definition (and the row records its version)."""
+    release = asyncio.Event()
+    entered = asyncio.Event()
+    ran: list[str] = []
+
+    def definition(version: int) -> Any:
+        async def first(task, runtime, context) -> None:
+            ran.append(f"first v{version}")
+            entered.set()
+            await release.wait()
+            await runtime.commit(lambda tx: {"status": "running", "phase": "second", "checkpoint": {}}, context)
+
+        async def second(task, runtime, context) -> None:
+            ran.append(f"second v{version}")
+            await runtime.commit(done(f"v{version}"), context)
+
+        phases = {"first": first, "second": second}
+        return define_agent_task(
+            name="app.two", version=version, initial=lambda i: {}, phases=phases, accepts_versions=(1,)
+        )
+
+    registry = create_agent_registry()
+    registry.install(define_agent_extension(name="app", tasks=[definition(1)]))
+    fake_server.enqueue([Text("ok")])
+    agent = await make_agent(COMPLETIONS, session={"registry": registry})
+    receipts: list[dict[str, Any]] = []
+
+    async def on_event(event) -> None:
+        if event.type == "session" and not receipts:
+            receipts.append(await agent.control(task_command("t", "app.two", {})))
+            await entered.wait()
+            registry.install(define_agent_extension(name="app", tasks=[definition(2)]))
+            release.set()
+
+    events = await run_with(agent, "go", on_event)
+    task = tasks_by_id(last_snapshot(events))[receipts[0]["task_id"]]
+    assert ran == ["first v1", "second v2"]
+    assert task["result"] == "v2" and task["detail"]["version"] == 2
+
+
+async def test_cancel_all_ends_the_contexts_tasks(make_agent, fake_server, journal) -> None:
+    """S2/X1: cancel scope all stops every task of the context (children first)."""
+    registry = create_agent_registry()
+    registry.install(define_agent_extension(name="app", tasks=[timer(journal), parent(journal, child_delay_ms=60_000)]))
+    fake_server.enqueue([Text("ok")])
+    agent = await make_agent(COMPLETIONS, session={"registry": registry})
+    receipts: list[dict[str, Any]] = []
+
+    async def on_event(event) -> None:
+        if event.type == "session" and not receipts:
+            receipts.append(await agent.control(task_command("p", "app.parent", {})))
+            far = int(time.time() * 1000) + 60_000
+            receipts.append(await agent.control(task_command("t", "app.timer", {"wake_at": far})))
+        elif event.type == "session" and len(receipts) == 2:
+            if tasks_by_id(event.snapshot)[receipts[0]["task_id"]]["status"] == "waiting":
+                receipts.append(await agent.control({"type": "cancel", "request_id": "all", "scope": "all"}))
+
+    events = await run_with(agent, "go", on_event)
+    tasks = tasks_by_id(last_snapshot(events))
+    assert receipts[2]["status"] == "cancelled"
+    assert {t["status"] for t in tasks.values()} == {"aborted"} and len(tasks) == 4
