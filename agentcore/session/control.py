@@ -10,6 +10,7 @@ reopened runtime still knows every receipt. Compare-and-swap commands (``configu
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentcore.context.compaction import CompactionPlan, plan_compaction, summary_message
@@ -79,7 +80,7 @@ class ControlHandlers:
 
     # --- helpers --------------------------------------------------------------------------
 
-    def _receipt(self, command: Any, digest: str, status: str, **fields: Any) -> dict[str, Any]:
+    def _receipt(self, command: Any, status: str, **fields: Any) -> dict[str, Any]:
         return {"request_id": command.request_id, "type": command.type, "status": status, **fields}
 
     def _record(
@@ -109,12 +110,12 @@ class ControlHandlers:
         log = self._log(target)
         busy = log.op is not None or bool(input_queue.read_queue(driver.view, target.conversation_id))
         if busy and command.mode == "reject":
-            return self._record(log, command, digest, self._receipt(command, digest, "rejected", input_id=None))
+            return self._record(log, command, digest, self._receipt(command, "rejected", input_id=None))
         images = [ImageContent(i.data, i.mime_type) for i in command.images]
         if not busy:  # an idle submit (any mode) is a new turn
             op = driver.new_op(log, command.request_id, {})
             driver.configure(log, op, target)
-            receipt = self._receipt(command, digest, "accepted", input_id=command.request_id)
+            receipt = self._receipt(command, "accepted", input_id=command.request_id)
             payload = {
                 "status": "running",
                 "control": {"fingerprint": digest, "type": "submit", "receipt": receipt},
@@ -124,7 +125,7 @@ class ControlHandlers:
             driver._fresh.add(command.request_id)
             return receipt
         mode = "steer" if command.mode == "steer" else "follow_up"
-        receipt = self._receipt(command, digest, "queued", input_id=command.request_id, mode=mode)
+        receipt = self._receipt(command, "queued", input_id=command.request_id, mode=mode)
         control = {"fingerprint": digest, "type": "submit", "receipt": receipt}
         driver.enqueue(log, command.request_id, command.prompt, images, mode=mode, receipt={"control": control})
         return receipt
@@ -144,33 +145,40 @@ class ControlHandlers:
         return "settled"
 
     async def _withdraw(self, command: WithdrawCommand, target: Context, digest: str) -> dict[str, Any]:
-        driver = self.driver
-        log = self._log(target)
-        items = input_queue.read_queue(driver.view, target.conversation_id)
-        index = input_queue.find(items, command.input_id)
-        if index is None:
-            status = self._consumed(log, command.input_id)
-            return self._record(log, command, digest, self._receipt(command, digest, status, input_id=command.input_id))
-        items.pop(index)
-        commit = Commit(registers=[input_queue.write_queue(driver.view, target.conversation_id, items)])
-        original = driver.view.receipts[command.input_id]
-        commit.receipts.append(log.receipt(command.input_id, dict(original.payload, status="withdrawn")))
-        receipt = self._receipt(command, digest, "withdrawn", input_id=command.input_id)
-        return self._record(log, command, digest, receipt, commit)
+        return self._change_queued(command, target, digest, "withdrawn", lambda item: None, {"status": "withdrawn"})
 
     async def _promote(self, command: PromoteCommand, target: Context, digest: str) -> dict[str, Any]:
-        driver = self.driver
+        return self._change_queued(
+            command, target, digest, "promoted", lambda item: dict(item, mode="steer"), {"mode": "steer"}
+        )
+
+    def _change_queued(
+        self,
+        command: WithdrawCommand | PromoteCommand,
+        target: Context,
+        digest: str,
+        status: str,
+        change: Callable[[dict[str, Any]], dict[str, Any] | None],
+        receipt_changes: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Change a still-queued input in one transaction with both receipts (``change`` returns
+        the new item, or None to remove it); a consumed input is ``already_placed`` / ``settled``."""
+        view = self.driver.view
         log = self._log(target)
-        items = input_queue.read_queue(driver.view, target.conversation_id)
+        items = input_queue.read_queue(view, target.conversation_id)
         index = input_queue.find(items, command.input_id)
         if index is None:
             status = self._consumed(log, command.input_id)
-            return self._record(log, command, digest, self._receipt(command, digest, status, input_id=command.input_id))
-        items[index] = dict(items[index], mode="steer")
-        commit = Commit(registers=[input_queue.write_queue(driver.view, target.conversation_id, items)])
-        original = driver.view.receipts[command.input_id]
-        commit.receipts.append(log.receipt(command.input_id, dict(original.payload, mode="steer")))
-        receipt = self._receipt(command, digest, "promoted", input_id=command.input_id)
+            return self._record(log, command, digest, self._receipt(command, status, input_id=command.input_id))
+        changed = change(items[index])
+        if changed is None:
+            items.pop(index)
+        else:
+            items[index] = changed
+        commit = Commit(registers=[input_queue.write_queue(view, target.conversation_id, items)])
+        original = view.receipts[command.input_id]
+        commit.receipts.append(log.receipt(command.input_id, {**original.payload, **receipt_changes}))
+        receipt = self._receipt(command, status, input_id=command.input_id)
         return self._record(log, command, digest, receipt, commit)
 
     async def _resume(self, command: ResumeCommand, target: Context, digest: str) -> dict[str, Any]:
@@ -191,7 +199,7 @@ class ControlHandlers:
             raise InputValidationError("the decision does not answer what the request waits for", field="input_id")
         async for event in applied:
             driver.emit(target, event)
-        receipt = self._receipt(command, digest, "resumed", input_id=command.input_id)
+        receipt = self._receipt(command, "resumed", input_id=command.input_id)
         return self._record(log, command, digest, receipt)
 
     # --- context changes -------------------------------------------------------------------
@@ -205,8 +213,8 @@ class ControlHandlers:
             item = {"input_id": command.request_id, "kind": "reset", "mode": "follow_up", "handoff": command.handoff}
             items.append(item)
             commit = Commit(registers=[input_queue.write_queue(driver.view, target.conversation_id, items)])
-            return self._record(log, command, digest, self._receipt(command, digest, "queued"), commit)
-        receipt = self._receipt(command, digest, "applied")
+            return self._record(log, command, digest, self._receipt(command, "queued"), commit)
+        receipt = self._receipt(command, "applied")
         payload = {"status": "applied", "control": {"fingerprint": digest, "type": "reset", "receipt": receipt}}
         commit = Commit(receipts=[Receipt(command.request_id, log.conversation_id, payload)])
         driver.apply_reset(log, command.handoff, commit)
@@ -238,7 +246,7 @@ class ControlHandlers:
             items = source.plan.get("items", [])
             commit.entries.append(fork_log.entry("plan", {"version": fork_log.plan["version"] + 1, "items": items}))
         receipt = self._receipt(
-            command, digest, "created", fork_id=conversation_id, target_id=context.target_id, entry_id=command.entry_id
+            command, "created", fork_id=conversation_id, target_id=context.target_id, entry_id=command.entry_id
         )
         try:
             return self._record(source, command, digest, receipt, commit)
@@ -253,7 +261,7 @@ class ControlHandlers:
         driver.cancel_all(target, "the context was deleted")
         log = self._log(target)
         commit = Commit(registers=[driver.contexts.mark_deleted(target)])
-        return self._record(log, command, digest, self._receipt(command, digest, "deleted"), commit)
+        return self._record(log, command, digest, self._receipt(command, "deleted"), commit)
 
     async def _configure(self, command: ConfigureCommand, target: Context, digest: str) -> dict[str, Any]:
         driver = self.driver
@@ -283,7 +291,7 @@ class ControlHandlers:
             value["effort"] = command.effort
         key = f"config:{target.conversation_id}"
         commit = Commit(registers=[RegisterWrite(key, value, expected_seq=driver.view.register_seq(key))])
-        receipt = self._receipt(command, digest, "applied", version=version + 1)
+        receipt = self._receipt(command, "applied", version=version + 1)
         return self._record(log, command, digest, receipt, commit)
 
     async def _plan(self, command: PlanCommand, target: Context, digest: str) -> dict[str, Any]:
@@ -297,7 +305,7 @@ class ControlHandlers:
             )
         items = [item.model_dump() for item in command.items]
         commit = Commit(entries=[log.entry("plan", {"version": version + 1, "items": items})])
-        receipt = self._receipt(command, digest, "applied", version=version + 1)
+        receipt = self._receipt(command, "applied", version=version + 1)
         return self._record(log, command, digest, receipt, commit)
 
     # --- work -------------------------------------------------------------------------------
@@ -314,7 +322,7 @@ class ControlHandlers:
             assert command.task_id is not None
             cancelled = self._cancel_task(target, command.task_id)
         status = "cancelled" if cancelled else "idle"
-        return self._record(log, command, digest, self._receipt(command, digest, status, cancelled=cancelled))
+        return self._record(log, command, digest, self._receipt(command, status, cancelled=cancelled))
 
     def _cancel_task(self, target: Context, task_id: str) -> list[str]:
         driver = self.driver
@@ -335,7 +343,7 @@ class ControlHandlers:
         raise InputValidationError(f"no active task {task_id!r}", field="task_id")
 
     async def _snapshot(self, command: SnapshotCommand, target: Context, digest: str) -> dict[str, Any]:
-        receipt = self._record(self._log(target), command, digest, self._receipt(command, digest, "ok"))
+        receipt = self._record(self._log(target), command, digest, self._receipt(command, "ok"))
         receipt["snapshot"] = self.driver.snapshot().model_dump(mode="json")
         return receipt
 
@@ -363,7 +371,7 @@ class ControlHandlers:
                 "generation": log.compaction_generation,
             },
         )
-        receipt = self._receipt(command, digest, "started", task_id=task_id)
+        receipt = self._receipt(command, "started", task_id=task_id)
         self._record(log, command, digest, receipt, Commit(tasks=[row]))
         self.start_compaction(target, task_id)
         return receipt

@@ -23,6 +23,7 @@ from agentcore.extensions.tasks.definitions import (
 )
 from agentcore.extensions.tasks.registry import AgentRegistry, RegistrySnapshot, create_agent_registry
 from agentcore.extensions.tasks.runner import PhaseContext, TaskHandle, TaskRuntime, TaskScheduler
+from agentcore.extensions.tasks.task_tools import STARTS_TASK
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def define_task_tool(
         parameters=parameters,
         execute=unbound,
         replay="safe",
-        metadata={"starts_task": {"task": task, "input": input, "background": background}},
+        metadata={STARTS_TASK: {"task": task, "input": input, "background": background}},
     )
 
 

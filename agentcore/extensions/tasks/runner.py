@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 import uuid
@@ -29,12 +28,14 @@ from agentcore.engine.retry import abortable_sleep
 from agentcore.errors import InputValidationError
 from agentcore.events import AgentEvent
 from agentcore.extensions.tasks.definitions import AgentTaskDefinition
+from agentcore.extensions.tasks.hooks import HookRunner
 from agentcore.extensions.tasks.registry import AgentRegistry, RegistrySnapshot
+from agentcore.extensions.tasks.task_tools import bind_task_tool
 from agentcore.harness.storage import Commit, TaskRow
 from agentcore.session.commands import check_strict_json
 from agentcore.session.contexts import Context
 from agentcore.session.extension import BaseExtension
-from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.base import AgentTool
 
 if TYPE_CHECKING:
     from agentcore.session.commands import TaskCommand
@@ -157,13 +158,13 @@ class TaskScheduler(BaseExtension):
         self._running: dict[str, _Running] = {}
         self._cancelling: set[str] = set()
         self._terminal_waiters: dict[str, list[asyncio.Future[None]]] = {}
-        self._hook_errors = 0
+        self.hooks = HookRunner(driver, registry)
         self._unsubscribe = registry.subscribe(lambda _snapshot: self._on_publish())
 
     # --- SessionExtension -----------------------------------------------------------------
 
     def tools(self, context: Context) -> list[AgentTool]:
-        return [self._bind(tool) for tool in self.registry.snapshot.tools]
+        return [bind_task_tool(self, tool, context) for tool in self.registry.snapshot.tools]
 
     def sections(self, context: Context) -> list[str]:
         return [f"# {doc.name}\n\n{doc.text}" for doc in self.registry.snapshot.docs]
@@ -182,13 +183,11 @@ class TaskScheduler(BaseExtension):
                 }
                 for ext in snapshot.extensions.values()
             ],
-            "registry": {"serial": snapshot.serial, "hook_errors": self._hook_errors},
+            "registry": {"serial": snapshot.serial, "hook_errors": self.hooks.errors},
         }
 
     def observe(self, context: Context, event: AgentEvent) -> None:
-        hooks = [h for h in self.registry.snapshot.hooks if h.event in (event.type, "*")]
-        if hooks:
-            self._call_hooks(hooks, event.model_dump(mode="json"), context)
+        self.hooks.event(event, context)
 
     def ensure_activities(self) -> None:
         for row in list(self.driver.view.tasks.values()):
@@ -250,9 +249,9 @@ class TaskScheduler(BaseExtension):
             request_id=command.request_id,
         )
         log_ = self.driver.view.log(context.conversation_id)
-        receipt = control._receipt(command, digest, "started", task_id=row.task_id, name=command.name)
+        receipt = control._receipt(command, "started", task_id=row.task_id, name=command.name)
         recorded = control._record(log_, command, digest, receipt, Commit(tasks=[row]))
-        self._notify(row.task_id)
+        self.notify(row.task_id)
         return recorded
 
     async def aclose(self) -> None:
@@ -322,7 +321,7 @@ class TaskScheduler(BaseExtension):
         self._emit_task(updated)
         return updated
 
-    def _row(self, task_id: str) -> TaskRow:
+    def row(self, task_id: str) -> TaskRow:
         return self.driver.view.tasks[task_id]
 
     def _handle(self, row: TaskRow) -> TaskHandle:
@@ -351,7 +350,7 @@ class TaskScheduler(BaseExtension):
     def _on_publish(self) -> None:
         self.driver.wake()  # a blocked task may be runnable now
 
-    def _notify(self, task_id: str) -> None:
+    def notify(self, task_id: str) -> None:
         self.ensure_activities()
         self.driver.wake()
 
@@ -394,7 +393,7 @@ class TaskScheduler(BaseExtension):
             self._schedule(woken)
 
     async def _run_phase(self, task_id: str, definition: AgentTaskDefinition, context: PhaseContext) -> None:
-        row = self._row(task_id)
+        row = self.row(task_id)
         phase = definition.phases[context.phase]
         try:
             await phase(self._handle(row), TaskRuntime(self, task_id), context)
@@ -403,10 +402,10 @@ class TaskScheduler(BaseExtension):
         except asyncio.CancelledError:
             raise  # the runtime closes: the task pauses here and resumes on reopen
         except Exception as exc:
-            if not context.committed and not self._row(task_id).payload.get("stopping"):
+            if not context.committed and not self.row(task_id).payload.get("stopping"):
                 self._finish(task_id, "failed", error=f"phase {context.phase!r} raised {type(exc).__name__}: {exc}")
         else:
-            if not context.committed and not self._row(task_id).payload.get("stopping"):
+            if not context.committed and not self.row(task_id).payload.get("stopping"):
                 self._finish(
                     task_id,
                     "failed",
@@ -419,19 +418,19 @@ class TaskScheduler(BaseExtension):
             self.driver.wake()
 
     def _finish(self, task_id: str, status: str, *, result: Any = None, error: str | None = None) -> None:
-        row = self._row(task_id)
+        row = self.row(task_id)
         if row.payload.get("status") in TERMINAL:
             return
         outcome = {"status": status, "result": result}
         self._write(row, status=status, outcome=outcome, error=error, wake_at=None, stopping=False)
-        self._notify(task_id)
+        self.notify(task_id)
 
     # --- commit and sleep (called from phases) --------------------------------------------------
 
     def commit_state(self, task_id: str, fn: Any, context: PhaseContext) -> None:
         if context.committed:
             raise RuntimeError(f"phase {context.phase!r} already committed: a phase commits once, then returns")
-        row = self._row(task_id)
+        row = self.row(task_id)
         payload = row.payload
         if payload.get("status") in TERMINAL:
             raise TaskCancelled(f"task {task_id} already ended")
@@ -442,7 +441,7 @@ class TaskScheduler(BaseExtension):
         changes = self._transition(state, tx, row)
         context.committed = True
         self._write(row, tx.rows, **changes)
-        self._notify(task_id)
+        self.notify(task_id)
 
     def _transition(self, state: Any, tx: TaskTransaction, row: TaskRow) -> dict[str, Any]:
         """Validate a phase's next state and turn it into row changes."""
@@ -495,7 +494,7 @@ class TaskScheduler(BaseExtension):
         }
 
     async def sleep_until(self, task_id: str, wake_at: int, context: PhaseContext) -> None:
-        row = self._row(task_id)
+        row = self.row(task_id)
         if row.payload.get("wake_at") != wake_at:
             self._write(row, wake_at=wake_at)  # shown in the Trace; the phase re-asks after a crash
         while (remaining := wake_at - now_ms()) > 0:
@@ -508,7 +507,7 @@ class TaskScheduler(BaseExtension):
 
     def request_cancel(self, task_id: str, reason: str) -> None:
         """Mark the task (durably) as stopping, then run the cancel flow as an activity."""
-        row = self._row(task_id)
+        row = self.row(task_id)
         if row.payload.get("status") in TERMINAL:
             return
         if not row.payload.get("stopping"):
@@ -524,13 +523,14 @@ class TaskScheduler(BaseExtension):
     async def _cancel_flow(self, task_id: str) -> None:
         """Owned children first (each with its own cleanup), then this task's ``abort``."""
         try:
-            row = self._row(task_id)
+            row = self.row(task_id)
             for child_id in row.payload.get("children") or []:
                 child = self.driver.view.tasks.get(child_id)
                 if child is not None and child.payload.get("status") not in TERMINAL:
                     self.request_cancel(child_id, "its parent task was cancelled")
             for child_id in row.payload.get("children") or []:
-                await self._until_terminal(child_id)
+                if child_id in self.driver.view.tasks:
+                    await self.wait_terminal(child_id)
             running = self._running.get(task_id)
             if running is not None:
                 running.context.abort.set()
@@ -543,15 +543,8 @@ class TaskScheduler(BaseExtension):
         finally:
             self._cancelling.discard(task_id)
 
-    async def _until_terminal(self, task_id: str) -> None:
-        """Wait until a (cancelling) child has ended."""
-        while (row := self.driver.view.tasks.get(task_id)) is not None and row.payload.get("status") not in TERMINAL:
-            waiter = asyncio.get_running_loop().create_future()
-            self._terminal_waiters.setdefault(task_id, []).append(waiter)
-            await waiter
-
     async def _run_abort(self, task_id: str) -> None:
-        row = self._row(task_id)
+        row = self.row(task_id)
         if row.payload.get("status") in TERMINAL:
             return
         definition = self.registry.snapshot.task(row.payload["name"])
@@ -562,92 +555,30 @@ class TaskScheduler(BaseExtension):
             except Exception as exc:  # the cleanup failed: the task still ends, saying so
                 self._finish(task_id, "aborted", error=f"abort raised {type(exc).__name__}: {exc}")
                 return
-        reason = str(self._row(task_id).payload.get("stop_reason") or "cancelled")
+        reason = str(self.row(task_id).payload.get("stop_reason") or "cancelled")
         self._finish(task_id, "aborted", error=reason)
 
-    # --- events and hooks ---------------------------------------------------------------------
+    # --- events and waiting ---------------------------------------------------------------------
 
     def _emit_task(self, row: TaskRow) -> None:
-        for waiter in self._terminal_waiters.pop(row.task_id, []) if row.payload.get("status") in TERMINAL else []:
-            if not waiter.done():
-                waiter.set_result(None)
-        hooks = [h for h in self.registry.snapshot.hooks if h.event in ("task", "*")]
-        if hooks:
-            context = self.driver.contexts.by_conversation(row.conversation_id)
-            self._call_hooks(hooks, {"type": "task", "task_id": row.task_id, **row.payload}, context)
+        if row.payload.get("status") in TERMINAL:
+            for waiter in self._terminal_waiters.pop(row.task_id, []):
+                if not waiter.done():
+                    waiter.set_result(None)
+        context = self.driver.contexts.by_conversation(row.conversation_id)
+        self.hooks.task_changed(row, context)
 
-    def _call_hooks(self, hooks: list[Any], event: dict[str, Any], context: Context) -> None:
-        for hook in hooks:
-            try:
-                result = hook.fn(event, context)
-            except Exception:
-                self._hook_errors += 1
-                log.exception("hook for %r failed", hook.event)
-                continue
-            if asyncio.iscoroutine(result):
-                self.driver.spawn(f"hook:{uuid.uuid4().hex}", functools.partial(self._await_hook, result))
-
-    async def _await_hook(self, awaitable: Any) -> None:
-        try:
-            await awaitable
-        except Exception:
-            self._hook_errors += 1
-            log.exception("an async hook failed")
-
-    # --- tools that start tasks -----------------------------------------------------------------
-
-    def _bind(self, tool: AgentTool) -> AgentTool:
-        spec = tool.metadata.get("starts_task")
-        if not spec:
-            return tool
-
-        async def execute(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-            return await self._tool_start(spec, arguments, ctx)
-
-        return AgentTool(
-            name=tool.name,
-            description=tool.description,
-            parameters=tool.parameters,
-            execute=execute,
-            replay="safe",  # the task id is derived from the committed call: a replay finds it
-            metadata=tool.metadata,
-        )
-
-    async def _tool_start(self, spec: dict[str, Any], arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        task_id = f"task-{uuid.uuid5(uuid.NAMESPACE_URL, ctx.tool_call_id).hex[:16]}"
-        if task_id not in self.driver.view.tasks:
-            definition = self.registry.snapshot.task(spec["task"])
-            if definition is None:
-                return ToolResult.text(f"Task {spec['task']!r} is not installed.", is_error=True)
-            make_input = spec.get("input")
-            task_input = make_input(arguments) if callable(make_input) else arguments
-            context = self.driver.contexts.main
-            row = self.new_row(
-                definition,
-                task_input,
-                conversation_id=context.conversation_id,
-                target_id=context.target_id,
-                parent_id=None,
-                background=bool(spec.get("background", True)),
-                request_id=ctx.tool_call_id,
-            )
-            row = TaskRow(task_id, row.conversation_id, row.payload)
-            self.driver.view.log(row.conversation_id).commit(Commit(tasks=[row]))
-            self._notify(task_id)
-        if spec.get("background", True):
-            return ToolResult.text(f"Started task {task_id} ({spec['task']}); it runs in the background.")
-        await self._until_settled(task_id, ctx.abort)
-        outcome = self._row(task_id).payload.get("outcome") or {}
-        text = f"Task {task_id} ended {outcome.get('status')}: {outcome.get('result')!r}"
-        return ToolResult.text(text, is_error=outcome.get("status") != "completed")
-
-    async def _until_settled(self, task_id: str, abort: asyncio.Event) -> None:
-        while self._row(task_id).payload.get("status") not in TERMINAL:
-            waiter = asyncio.get_running_loop().create_future()
+    async def wait_terminal(self, task_id: str, abort: asyncio.Event | None = None) -> None:
+        """Until the task has ended (or ``abort`` is set)."""
+        while self.row(task_id).payload.get("status") not in TERMINAL:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._terminal_waiters.setdefault(task_id, []).append(waiter)
-            aborted = asyncio.ensure_future(abort.wait())
+            if abort is None:
+                await waiter
+                continue
+            aborted: asyncio.Future[Any] = asyncio.ensure_future(abort.wait())
             try:
-                await asyncio.wait({waiter, aborted}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait([waiter, aborted], return_when=asyncio.FIRST_COMPLETED)
             finally:
                 aborted.cancel()
             if abort.is_set():

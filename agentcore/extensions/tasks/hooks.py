@@ -1,0 +1,66 @@
+"""Extension hooks (SPEC X1): project functions that observe the session's events.
+
+A hook sees events of its type (an ``AgentEvent`` type such as ``tool`` or ``end``, ``task`` for
+task transitions, ``*`` for all), as plain JSON, with the context they belong to. It cannot
+change or stop them, and a hook that fails never fails the run: the failure is logged and
+counted in ``records["registry"]["hook_errors"]``. Async hooks run as session activities, so a
+programmatic ``run()`` still waits for them. Hooks come from the registry snapshot current when
+the event happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from agentcore.events import AgentEvent
+from agentcore.extensions.tasks.definitions import AgentHook
+from agentcore.extensions.tasks.registry import AgentRegistry
+from agentcore.harness.storage import TaskRow
+from agentcore.session.contexts import Context
+
+if TYPE_CHECKING:
+    from agentcore.session.driver import SessionDriver
+
+log = logging.getLogger("agentcore.tasks.hooks")
+
+
+class HookRunner:
+    def __init__(self, driver: SessionDriver, registry: AgentRegistry) -> None:
+        self.driver = driver
+        self.registry = registry
+        self.errors = 0
+
+    def event(self, event: AgentEvent, context: Context) -> None:
+        hooks = self._matching(event.type)
+        if hooks:
+            self._call(hooks, event.model_dump(mode="json"), context)
+
+    def task_changed(self, row: TaskRow, context: Context) -> None:
+        hooks = self._matching("task")
+        if hooks:
+            self._call(hooks, {"type": "task", "task_id": row.task_id, **row.payload}, context)
+
+    def _matching(self, event_type: str) -> list[AgentHook]:
+        return [hook for hook in self.registry.snapshot.hooks if hook.event in (event_type, "*")]
+
+    def _call(self, hooks: list[AgentHook], event: dict[str, Any], context: Context) -> None:
+        for hook in hooks:
+            try:
+                result = hook.fn(event, context)
+            except Exception:
+                self.errors += 1
+                log.exception("hook for %r failed", hook.event)
+                continue
+            if asyncio.iscoroutine(result):
+                self.driver.spawn(f"hook:{uuid.uuid4().hex}", functools.partial(self._await, result))
+
+    async def _await(self, awaitable: Any) -> None:
+        try:
+            await awaitable
+        except Exception:
+            self.errors += 1
+            log.exception("an async hook failed")
