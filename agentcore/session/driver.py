@@ -548,7 +548,9 @@ class SessionDriver:
         return receipt
 
     async def aclose(self) -> None:
-        """Stop every activity (close pauses: nothing is cancelled in the store)."""
+        """Stop every activity (close pauses: nothing is cancelled in the store); a ``serve()``
+        still reading the bus ends."""
+        self.stop_serving()
         tasks = list(self._activities.values())
         self._activities.clear()
         for task in tasks:
