@@ -82,13 +82,13 @@ def decode_objects(texts: list[str], name: Callable[[int], str], where: str | os
         values = json.loads("[" + ",".join(texts) + "]")
         if isinstance(values, list) and len(values) == len(texts) and all(type(v) is dict for v in values):
             return values
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: a payload that is not text
         pass
     out: list[Any] = []
     for n, text in enumerate(texts):
         try:
             value = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             raise _corrupt(where, f"{name(n)} is not valid JSON ({exc})") from None
         if type(value) is not dict:
             raise _corrupt(where, f"{name(n)} is not a JSON object (got {type(value).__name__})")

@@ -13,7 +13,8 @@ were. The checks, cheapest first:
 2. Through a connection that can neither create nor change any file (``readonly_connection``):
    the schema version, the exact schema objects of that version (a trigger, view or extra
    table or index was not made by agentcore, and a trigger would run on every commit), the
-   ``meta`` row, the column types, ``meta.last_seq`` against the highest seq of every table (a
+   ``meta`` row, the column types (import: every column; open: the seqs, the payloads by
+   decoding them), ``meta.last_seq`` against the highest seq of every table (a
    rewound counter would hand out a seq twice), and every payload (valid JSON, an object).
 
 Reading every row also reads every table page, so a corrupt page is found here. Index pages
@@ -210,7 +211,7 @@ def check_store(path: Path, *, where: Where, read_state: bool) -> CheckedStore:
             check_supported(version, where)
             check_schema_objects(conn, version, where)
             fence, last_seq = _check_meta(conn, where)
-            _check_columns(conn, last_seq, where)
+            _check_columns(conn, last_seq, where, all_columns=not read_state)
             state = read_state_rows(conn, "", fence, where) if read_state else None
             if state is None:
                 for table in _READS:
@@ -284,8 +285,12 @@ def _check_meta(conn: sqlite3.Connection, where: Where) -> tuple[int, int]:
     return fence, last_seq
 
 
-def _check_columns(conn: sqlite3.Connection, last_seq: int, where: Where) -> None:
+def _check_columns(conn: sqlite3.Connection, last_seq: int, where: Where, *, all_columns: bool) -> None:
+    """Every seq is an integer in ``0..last_seq``. ``all_columns`` (import) also checks the
+    type of every key and payload column; opening leaves those to the read itself (a payload
+    that is not text fails to decode), which keeps a 100k-entry open one scan cheaper."""
     for table, (key, typed) in _COLUMNS.items():
+        typed = typed if all_columns else "typeof(seq) = 'integer'"
         top, bottom, bad = conn.execute(
             f"SELECT max(seq), min(seq), count(*) FILTER (WHERE NOT ({typed})) FROM {table}"
         ).fetchone()

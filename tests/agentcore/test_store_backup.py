@@ -25,6 +25,8 @@ from agentcore.harness import (
     lock_path_for,
 )
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "stores"
+
 
 def open_store(path: Path) -> SqliteStorage:
     return SqliteStorageFactory(path).open()[0]
@@ -308,3 +310,25 @@ def test_import_round_trip_resumes_where_the_export_stopped(tmp_path: Path) -> N
     fill(restored, 1, start=20)
     assert restored.load().last_seq == expected.last_seq + 1
     restored.close()
+
+
+def test_names_that_are_not_utf8_or_look_like_uri_syntax_open_export_and_import(tmp_path: Path) -> None:
+    """The read-only checks reach the file through a SQLite URI: the name is percent-encoded
+    byte by byte, so ``?``, ``#``, ``%`` and bytes that are not UTF-8 name the right file."""
+    name = tmp_path / os.fsdecode(b"caf\xe9 ?mode=ro#1%.sqlite")
+    store = open_store(name)
+    fill(store, 3)
+    store.close()
+    exported = export_agent_database(database_path=name, destination=tmp_path / os.fsdecode(b"out\xff.sqlite"))
+    installed = import_agent_database(source=exported, database_path=tmp_path / "in" / os.fsdecode(b"s\xfe#.sqlite"))
+    restored = open_store(installed)
+    assert [e.id for e in restored.load().entries] == ["e0", "e1", "e2"]
+    restored.close()
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*.sqlite")), ids=lambda p: p.name)
+def test_every_saved_store_in_the_corpus_can_be_imported(tmp_path: Path, fixture: Path) -> None:
+    installed = import_agent_database(source=fixture, database_path=tmp_path / "restored.sqlite")
+    store = open_store(installed)
+    assert store.load().entries
+    store.close()

@@ -106,6 +106,7 @@ LOGICAL_DAMAGE: dict[str, tuple[tuple[str, ...], str]] = {  # statements, what t
     "corrupt-receipt": (("UPDATE receipts SET payload = '{\"status\": ' WHERE request_id = 'job'",), "receipt 'job'"),
     "corrupt-task": (("UPDATE tasks SET payload = 'NaN]' WHERE task_id = 't1'",), "task 't1'"),
     "payload-not-an-object": (("UPDATE registers SET value = '[1, 2]' WHERE key = 'head'",), "not a JSON object"),
+    "blob-payload": (("UPDATE entries SET payload = x'5b5d' WHERE id = 'e5'",), "entry 'e5' is not a JSON object"),
     "seq-not-an-integer": (("UPDATE entries SET seq = 'soon' WHERE id = 'e4'",), "row 'e4'"),
     "rewound-last-seq": (("UPDATE meta SET last_seq = 10",), "last_seq is 10"),
     "trigger": (
