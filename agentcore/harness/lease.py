@@ -18,9 +18,10 @@ conflicts too: two runtimes on one file in one process would be two writers.
 trap: closing *any* descriptor of a file drops every POSIX lock the process holds on that file,
 SQLite's included. Hence two rules. The owner closes its store-file descriptor only after its
 SQLite connection (``SqliteStorage.close`` closes the connection first). And a second opener in
-the same process that finds the file already held here never closes its descriptor while the
-holder lives: it is parked with the holder and closed at the holder's release. That bookkeeping
-is process-wide because POSIX locks are (SQLite keeps the same kind of per-inode table).
+the same process is refused from the process's table of held files before it opens any
+descriptor; one that raced into opening the file anyway never closes that descriptor while the
+holder lives: it is parked with the holder and closed at the holder's release. The table is
+process-wide because POSIX locks are (SQLite keeps the same kind of per-inode table).
 
 Lock files are never deleted: unlinking one would let a waiter lock the old inode while a
 newcomer locks a fresh one. The lease is only half of the protection; the fencing counter
@@ -78,8 +79,13 @@ class StoreFileLock:
     @classmethod
     def acquire(cls, path: str | os.PathLike[str]) -> StoreFileLock:
         path = Path(path)
-        if not stat.S_ISREG(os.stat(path).st_mode):  # before open(): a FIFO would block, a device react
+        before = os.stat(path)
+        if not stat.S_ISREG(before.st_mode):  # before open(): a FIFO would block, a device react
             raise _not_a_file(path)
+        with _held_mutex:  # held here: refuse without opening a descriptor at all
+            held = _held.get((before.st_dev, before.st_ino))
+            if held is not None:
+                raise _locked(path, os.getpid(), f"held in this process as {held.owner.path}")
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         try:
             st = os.fstat(fd)

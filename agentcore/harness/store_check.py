@@ -112,6 +112,7 @@ def classify_store_file(fd: int, path: Path, where: Where) -> FileKind:
     size = os.fstat(fd).st_size
     wal = _log_size(path, "-wal", where)
     journal = _log_size(path, "-journal", where)
+    _log_size(path, "-shm", where)  # a FIFO there would block SQLite's open forever
     if size == 0:
         for suffix, log_size in (("-wal", wal), ("-journal", journal)):
             if log_size:

@@ -170,6 +170,20 @@ def test_a_refused_alias_opener_leaves_the_owners_sqlite_locks_in_place(db: Path
     owner.close()
 
 
+def test_refused_openers_in_the_owners_process_hold_no_descriptors(db: Path) -> None:
+    """Refused attempts (a host retrying, say) neither leak descriptors nor keep any open."""
+    owner = open_store(db)
+    alias = hard_link(db)
+    with pytest.raises(StoreError):
+        open_store(alias)  # the first attempt creates the alias's path lock file
+    descriptors = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        with pytest.raises(StoreError):
+            open_store(alias)
+    assert len(os.listdir("/proc/self/fd")) == descriptors
+    owner.close()
+
+
 @pytest.mark.crash
 @pytest.mark.parametrize("make_alias", [symlink, hard_link], ids=["symlink", "hard-link"])
 def test_an_alias_in_another_process_is_refused_while_the_owner_keeps_committing(

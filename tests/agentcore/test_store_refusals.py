@@ -6,6 +6,7 @@ committed transactions in the WAL. A zero-byte file is a new store only with no 
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -251,3 +252,21 @@ def test_a_sound_store_opens_with_what_the_check_read(tmp_path: Path, state: str
     assert ("late" in first.receipts) == (state == "crashed-in-wal")
     assert store.commit(Commit(entries=[Entry("x", "main", "e19", "message", {})])) == first.last_seq + 1
     store.close()
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_a_fifo_in_place_of_a_log_is_refused_without_blocking(tmp_path: Path, suffix: str) -> None:
+    db = tmp_path / "s.sqlite"
+    make_store(db, entries=3)
+    os.mkfifo(f"{db}{suffix}")
+    with pytest.raises(StoreError) as info:
+        open_store(db)
+    assert info.value.code == STORE_INVALID and "not a regular file" in reason(info.value, db)
+
+
+def test_a_fifo_in_place_of_the_store_is_refused_without_blocking(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite"
+    os.mkfifo(db)
+    with pytest.raises(StoreError) as info:
+        open_store(db)
+    assert info.value.code == STORE_INVALID and "not a regular file" in reason(info.value, db)
