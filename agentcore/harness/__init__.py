@@ -1,12 +1,13 @@
 """The harness: durable storage behind the runtime (SPEC D1, D4, D6, D8, D9).
 
 Re-exports only. ``storage`` is the contract every backend meets; ``sqlite_store`` and
-``memory_store`` are the built-in backends; ``backup`` copies stores; ``lease`` is the owner
-lock; ``storage_option`` turns ``database_path=`` / ``storage=`` into an open store.
+``memory_store`` are the built-in backends; ``store_check`` is what makes a file a valid store;
+``backup`` copies stores; ``lease`` is the owner lock; ``storage_option`` turns
+``database_path=`` / ``storage=`` into an open store.
 """
 
 from agentcore.harness.backup import export_agent_database, import_agent_database
-from agentcore.harness.lease import OwnerLease, lock_path_for
+from agentcore.harness.lease import OwnerLease, StoreFileLock, lock_path_for
 from agentcore.harness.memory_store import MemoryStorage, MemoryStorageFactory
 from agentcore.harness.sqlite_schema import SCHEMA_VERSION
 from agentcore.harness.sqlite_store import SqliteStorage, SqliteStorageFactory
@@ -38,6 +39,7 @@ __all__ = [
     "SqliteStorage",
     "SqliteStorageFactory",
     "StorageFactory",
+    "StoreFileLock",
     "StoreState",
     "TaskRow",
     "UsageRow",

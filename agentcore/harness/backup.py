@@ -2,17 +2,25 @@
 
 Both directions are one operation, "copy a store to a path that does not exist yet":
 
-1. take the owner lease of the source *and* of the destination (``store_locked`` if either is
-   owned, so nobody writes the source or races us to the destination during the copy);
-2. verify the source is an agent store by its raw header, before SQLite opens it, then by its
-   ``meta`` row (``store_invalid`` otherwise; a foreign file is left untouched);
-3. copy a consistent snapshot with SQLite's backup API, which includes committed pages still
-   in the WAL, into a temporary file next to the destination, then link it into place, so the
-   destination is never overwritten (``store_exists``) and never seen half-written;
-4. release both leases. The lock files are never copied: the copy is immediately openable.
+1. take the owner lock of the source: its store-file lock, keyed on the file's identity, so an
+   owner that opened it under any name refuses the copy (``store_locked``) and nobody writes it
+   meanwhile. No lock file is created next to the source.
+2. verify the source is an agent store by its raw header before SQLite opens it
+   (``store_invalid`` otherwise; a foreign file is left untouched).
+3. copy a consistent snapshot with SQLite's backup API, which includes committed pages still in
+   the WAL, into a temporary file next to the destination. The source is read through a
+   connection that writes nothing (``store_check.readonly_connection``).
+4. import only: check the copy exactly as opening would (schema objects, meta, seqs, every
+   payload; ``store_check``), since an imported file comes from elsewhere. Export copies what
+   its owner wrote, damaged or not: a backup should not refuse to save what there is.
+5. take the copy's store-file lock (the destination's owner lock) and link the copy into place,
+   so the destination is never overwritten (``store_exists``) and never seen half-written, and
+   an owner opening it meanwhile gets ``store_locked`` until the copy is finished.
 
-The functions are synchronous (a 100 MB copy takes a fraction of a second to seconds); async
-callers use ``await asyncio.to_thread(export_agent_database, ...)``.
+On success only the destination appears; on any failure nothing does: the temporary file and
+any directories this call created are removed. No ``.lock`` file is left next to either path
+(the destination's is created by its first owner). The functions are synchronous (a 100 MB
+copy takes a fraction of a second); async callers use ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -24,66 +32,107 @@ import uuid
 from pathlib import Path
 
 from agentcore.errors import STORE_EXISTS, STORE_INVALID, StoreError
-from agentcore.harness.lease import OwnerLease, lock_path_for
+from agentcore.harness.lease import StoreFileLock
 from agentcore.harness.sqlite_schema import (
     check_path_length,
     check_supported,
+    fsync_dir,
     fsync_file,
-    inspect_store_file,
     link_new_file,
     read_schema_version,
 )
+from agentcore.harness.store_check import check_store, classify_store_file, readonly_connection, sqlite_error
 
 
 def export_agent_database(*, database_path: str | os.PathLike[str], destination: str | os.PathLike[str]) -> Path:
     """Copy the store at ``database_path`` to ``destination`` (which must not exist); return it."""
-    return _copy_store(Path(database_path), Path(destination))
+    return _copy_store(Path(database_path), Path(destination), validate=False)
 
 
 def import_agent_database(*, source: str | os.PathLike[str], database_path: str | os.PathLike[str]) -> Path:
-    """Install a copy of the exported store ``source`` at ``database_path`` (which must not exist)."""
-    return _copy_store(Path(source), Path(database_path))
+    """Install a checked copy of the exported store ``source`` at ``database_path`` (which must
+    not exist); a source that opening would refuse is refused here, and nothing is created."""
+    return _copy_store(Path(source), Path(database_path), validate=True)
 
 
-def _copy_store(source: Path, target: Path) -> Path:
+def _copy_store(source: Path, target: Path, *, validate: bool) -> Path:
     if _same_file(source, target):
         raise _exists(target)
     check_path_length(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    real_source = Path(os.path.realpath(source))
     with contextlib.ExitStack() as stack:
-        stack.callback(OwnerLease.acquire(lock_path_for(source)).release)
-        stack.callback(OwnerLease.acquire(lock_path_for(target)).release)
-        if inspect_store_file(source) != "agent":
-            raise StoreError(STORE_INVALID, f"{source}: no agent store at this path", details={"path": str(source)})
+        try:
+            source_lock = StoreFileLock.acquire(real_source)
+        except FileNotFoundError:
+            raise _no_store(source) from None
+        stack.callback(source_lock.release)
+        if classify_store_file(source_lock.fd, real_source, source) != "agent":
+            raise _no_store(source)
         if target.exists() or target.is_symlink():
             raise _exists(target)
+        created = _make_parents(target.parent)
         tmp = target.parent / f".agentcore-{uuid.uuid4().hex[:12]}.copy"
-        stack.callback(tmp.unlink, missing_ok=True)
+        linked = False
         try:
-            _backup(source, tmp)
-        except sqlite3.Error as exc:
-            raise StoreError(STORE_INVALID, f"{source}: copy failed ({exc})", details={"path": str(source)}) from exc
-        try:
-            link_new_file(tmp, target)
-        except FileExistsError:
-            raise _exists(target) from None
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+            copy_lock = StoreFileLock.acquire(tmp)
+            stack.callback(copy_lock.release)  # released last but one: after the copy is in place
+            try:
+                _backup(real_source, source, tmp)
+            except sqlite3.Error as exc:
+                raise sqlite_error(exc, source, "copy failed") from exc
+            if validate:
+                check_store(tmp, where=source, read_state=False)
+            try:
+                link_new_file(tmp, target)
+            except FileExistsError:
+                raise _exists(target) from None
+            linked = True
+            fsync_dir(target.parent)
+        finally:
+            for leftover in (tmp, *(Path(f"{tmp}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+                leftover.unlink(missing_ok=True)
+            if not linked:
+                for directory in reversed(created):
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
     return target
 
 
-def _backup(source: Path, tmp: Path) -> None:
-    src = sqlite3.connect(source, isolation_level=None)
-    try:
+def _backup(source: Path, where: Path, tmp: Path) -> None:
+    with readonly_connection(source) as src:
         src.execute("PRAGMA busy_timeout = 5000")
-        check_supported(read_schema_version(src, source), source)
+        check_supported(read_schema_version(src, where), where)
         dst = sqlite3.connect(tmp, isolation_level=None)
         try:
             src.backup(dst)  # one step: a single consistent read snapshot of the source
             dst.execute("PRAGMA journal_mode = WAL")  # the copy closes checkpointed: one file
         finally:
             dst.close()
-    finally:
-        src.close()
     fsync_file(tmp)
+
+
+def _make_parents(directory: Path) -> list[Path]:
+    """``mkdir -p``, returning the directories it created (outermost first)."""
+    missing: list[Path] = []
+    current = directory
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    created: list[Path] = []
+    try:
+        for path in reversed(missing):
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            created.append(path)
+    except BaseException:
+        for path in reversed(created):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise
+    return created
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -91,6 +140,10 @@ def _same_file(a: Path, b: Path) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def _no_store(source: Path) -> StoreError:
+    return StoreError(STORE_INVALID, f"{source}: no agent store at this path", details={"path": str(source)})
 
 
 def _exists(target: Path) -> StoreError:

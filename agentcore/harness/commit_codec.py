@@ -9,6 +9,8 @@ caller can mutate committed state through an object it still holds.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +34,12 @@ class EncodedCommit:
 
 
 def encode_json(value: Any, where: str) -> str:
+    """The stored text of one payload. Payloads are JSON *objects*: a store holding anything
+    else is refused at open (``store_check``), so a commit must never write one either."""
+    if not isinstance(value, dict):
+        raise StoreError(
+            STORE_INVALID, f"{where} is not a JSON object (got {type(value).__name__})", details={"where": where}
+        )
     try:
         return _encoder.encode(value)
     except (TypeError, ValueError) as exc:
@@ -59,28 +67,37 @@ def encode_commit(commit: Commit) -> EncodedCommit:
     )
 
 
-def decode_payloads(texts: list[str]) -> list[Any]:
-    """Decode many stored JSON payloads at once.
+def decode_objects(texts: list[str], name: Callable[[int], str], where: str | os.PathLike[str]) -> list[Any]:
+    """Decode many stored payloads at once; each must be a JSON object.
 
     One ``json.loads`` of a joined array is ~3x faster than one call per row for the small
     payloads that dominate a transcript (streamed fragments), which is what makes resuming a
-    100k-entry store fast. Falls back to row by row, which names a corrupt row precisely.
+    100k-entry store fast. If that fails, or does not give one object per row, the rows are
+    decoded one by one and the first bad one is named: ``store_invalid`` with ``name(n)``,
+    never a raw ``JSONDecodeError``.
     """
     if not texts:
         return []
     try:
         values = json.loads("[" + ",".join(texts) + "]")
-        if isinstance(values, list) and len(values) == len(texts):
+        if isinstance(values, list) and len(values) == len(texts) and all(type(v) is dict for v in values):
             return values
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: a payload that is not text
         pass
     out: list[Any] = []
     for n, text in enumerate(texts):
         try:
-            out.append(json.loads(text))
-        except ValueError as exc:
-            raise StoreError(STORE_INVALID, f"stored payload #{n} is not valid JSON: {exc}") from None
+            value = json.loads(text)
+        except (ValueError, TypeError) as exc:
+            raise _corrupt(where, f"{name(n)} is not valid JSON ({exc})") from None
+        if type(value) is not dict:
+            raise _corrupt(where, f"{name(n)} is not a JSON object (got {type(value).__name__})")
+        out.append(value)
     return out
+
+
+def _corrupt(where: str | os.PathLike[str], reason: str) -> StoreError:
+    return StoreError(STORE_INVALID, f"{os.fspath(where)}: {reason}", details={"path": os.fspath(where)})
 
 
 def cas_mismatch(key: str, expected: int, actual: int) -> StoreError:

@@ -1,15 +1,31 @@
 """The owner lease: one execution owner per store (SPEC D4, ARCHITECTURE "one writer").
 
-An ``OwnerLease`` is an OS exclusive lock (``flock(LOCK_EX | LOCK_NB)``) on a sidecar file
-``<database>.lock``. The OS releases it the moment the holder dies, so a SIGKILLed owner never
-blocks the next one. ``flock`` locks belong to an open file description, so a second opener in
-the *same* process conflicts too, which is what we want: two runtimes on one file in one
-process would be two writers.
+Two OS locks, both ``flock(LOCK_EX | LOCK_NB)``, which the OS releases the moment the holder
+dies, so a SIGKILLed owner never blocks the next one:
 
-The lock file is never deleted: unlinking it would let a waiter lock the old inode while a
-newcomer locks a fresh one, and then two owners would both believe they hold the lease. The
-lease is only half of the protection; the fencing counter inside the store (DURABILITY
-invariant 18) rejects a stale owner whose lock was lost anyway.
+- the **store-file lock** (``StoreFileLock``) is taken on the database file itself, so it is
+  keyed on the file's identity (device + inode), not on a name: the path the store was created
+  under, a symlink, a hard link or a bind mount all meet the same lock. This is the lock that
+  makes an owner; export and import take it too.
+- the **path lock** (``OwnerLease.acquire``) on the sidecar ``<realpath>.lock`` serialises the
+  *creation* of a store at a path (a file that does not exist yet cannot be locked) and records
+  the holder's pid for the next opener's message. An owner holds both for its whole life.
+
+``flock`` locks belong to an open file description, so a second opener in the *same* process
+conflicts too: two runtimes on one file in one process would be two writers.
+
+``flock`` and SQLite's POSIX (``fcntl``) locks are independent on Linux, but POSIX locks have a
+trap: closing *any* descriptor of a file drops every POSIX lock the process holds on that file,
+SQLite's included. Hence two rules. The owner closes its store-file descriptor only after its
+SQLite connection (``SqliteStorage.close`` closes the connection first). And a second opener in
+the same process is refused from the process's table of held files before it opens any
+descriptor; one that raced into opening the file anyway never closes that descriptor while the
+holder lives: it is parked with the holder and closed at the holder's release. The table is
+process-wide because POSIX locks are (SQLite keeps the same kind of per-inode table).
+
+Lock files are never deleted: unlinking one would let a waiter lock the old inode while a
+newcomer locks a fresh one. The lease is only half of the protection; the fencing counter
+inside the store (DURABILITY invariant 18) rejects a stale owner whose lock was lost anyway.
 """
 
 from __future__ import annotations
@@ -17,28 +33,126 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentcore.errors import STORE_LOCKED, StoreError
+from agentcore.errors import STORE_INVALID, STORE_LOCKED, StoreError
+
+FileIdentity = tuple[int, int]  # (st_dev, st_ino)
 
 
 def lock_path_for(database_path: str | os.PathLike[str]) -> Path:
-    """The sidecar lock file of a store: ``<database>.lock`` next to it."""
-    return Path(os.fspath(database_path) + ".lock")
+    """The path lock of a store: ``<database>.lock`` next to the file its path resolves to
+    (symlinks resolved, so a symlink and its target share one path lock)."""
+    return Path(os.path.realpath(database_path) + ".lock")
+
+
+@dataclass(slots=True)
+class _Held:
+    owner: StoreFileLock
+    parked: list[int] = field(default_factory=list)  # descriptors of refused openers in this process
+
+
+_held: dict[FileIdentity, _Held] = {}  # process-wide, like the POSIX locks it protects
+_held_mutex = threading.Lock()
+
+
+class StoreFileLock:
+    """An exclusive lock on one database file, whatever name reaches it.
+
+    ``acquire`` raises ``FileNotFoundError`` when nothing is at the path, ``store_invalid`` when
+    it is not a regular file (a FIFO or a device is never opened for reading), and
+    ``store_locked`` naming the holder's pid when another owner holds the file. ``fd`` stays
+    open (and may be read) until ``release``, which is idempotent and only ever releases this
+    lock.
+    """
+
+    __slots__ = ("_fd", "identity", "path")
+
+    def __init__(self, path: Path, identity: FileIdentity, fd: int) -> None:
+        self.path = path
+        self.identity = identity
+        self._fd: int | None = fd
+
+    @classmethod
+    def acquire(cls, path: str | os.PathLike[str]) -> StoreFileLock:
+        path = Path(path)
+        before = os.stat(path)
+        if not stat.S_ISREG(before.st_mode):  # before open(): a FIFO would block, a device react
+            raise _not_a_file(path)
+        with _held_mutex:  # held here: refuse without opening a descriptor at all
+            held = _held.get((before.st_dev, before.st_ino))
+            if held is not None:
+                raise _locked(path, os.getpid(), f"held in this process as {held.owner.path}")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # replaced between stat() and open()
+                raise _not_a_file(path)
+            identity = (st.st_dev, st.st_ino)
+            with _held_mutex:
+                held = _held.get(identity)
+                if held is not None:
+                    held.parked.append(fd)  # closing it would drop the holder's SQLite locks
+                    fd = -1
+                    raise _locked(path, os.getpid(), f"held in this process as {held.owner.path}")
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise _locked(path, _flock_holder(identity), "held by another process") from None
+                lock = cls(path, identity, fd)
+                _held[identity] = _Held(lock)
+                return lock
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    @property
+    def fd(self) -> int:
+        if self._fd is None:
+            raise ValueError("the store-file lock was released")
+        return self._fd
+
+    def release(self) -> None:
+        """Drop the lock. Call it only after this process's SQLite connections to the file are
+        closed (closing the descriptor drops their POSIX locks). Idempotent."""
+        with _held_mutex:  # closed under the mutex: a new opener never meets our stale flock
+            fd, self._fd = self._fd, None
+            if fd is None:
+                return
+            held = _held.get(self.identity)
+            parked: list[int] = []
+            if held is not None and held.owner is self:
+                del _held[self.identity]
+                parked = held.parked
+            for other in parked:
+                with contextlib.suppress(OSError):
+                    os.close(other)
+            os.close(fd)
 
 
 class OwnerLease:
-    """An exclusive, process-death-safe lock held until ``release()``.
+    """The lease of one owner: the path lock, plus the store-file lock once the file exists.
 
-    ``acquire`` raises ``StoreError(store_locked)`` naming the holder's pid when someone else
-    holds it. ``release`` is idempotent and only ever releases this lease's own lock.
+    ``acquire(lock_path)`` takes the path lock (``store_locked`` naming the holder's pid when
+    someone else holds it); ``hold_store_file`` adds the store-file lock. ``release`` drops the
+    store-file lock first, then the path lock; it is idempotent and only ever releases this
+    lease's own locks.
     """
 
-    __slots__ = ("_fd", "path")
+    __slots__ = ("_fd", "path", "store_file")
 
     def __init__(self, path: Path, fd: int) -> None:
         self.path = path
         self._fd: int | None = fd
+        self.store_file: StoreFileLock | None = None
 
     @classmethod
     def acquire(cls, lock_path: str | os.PathLike[str]) -> OwnerLease:
@@ -67,14 +181,55 @@ class OwnerLease:
     def held(self) -> bool:
         return self._fd is not None
 
+    def hold_store_file(self, database_path: str | os.PathLike[str]) -> StoreFileLock:
+        """Take the store-file lock of ``database_path`` for this lease (see ``StoreFileLock``)."""
+        if self.store_file is not None:
+            raise ValueError("this lease already holds a store file")
+        self.store_file = StoreFileLock.acquire(database_path)
+        return self.store_file
+
+    def drop_store_file(self) -> None:
+        """Release the store-file lock only (e.g. before replacing an empty file)."""
+        store_file, self.store_file = self.store_file, None
+        if store_file is not None:
+            store_file.release()
+
     def release(self) -> None:
-        """Drop the lock (clearing the pid first, while still holding it). Idempotent."""
+        """Drop both locks (clearing the pid first, while still holding the path lock). Idempotent."""
+        self.drop_store_file()
         fd, self._fd = self._fd, None
         if fd is None:
             return
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def _locked(path: Path, holder: int | None, where: str) -> StoreError:
+    return StoreError(
+        STORE_LOCKED,
+        f"{path}: the store is already open by another owner (pid {holder or 'unknown'}; the same file is {where})",
+        details={"holder_pid": holder, "path": str(path)},
+    )
+
+
+def _not_a_file(path: Path) -> StoreError:
+    return StoreError(STORE_INVALID, f"{path}: not a regular file", details={"path": str(path)})
+
+
+def _flock_holder(identity: FileIdentity) -> int | None:
+    """The pid holding a ``flock`` on the file, from the kernel's lock table (Linux)."""
+    dev, ino = identity
+    key = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as table:
+            for line in table:
+                parts = line.split()  # "1: FLOCK  ADVISORY  WRITE 11649 fe:00:2146935 0 EOF"
+                if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == key and parts[4].isdigit():
+                    return int(parts[4]) or None
+    except OSError:
+        pass
+    return None
 
 
 def _read_holder(fd: int) -> int | None:

@@ -28,7 +28,7 @@ from agentcore.harness.commit_codec import (
     KeyedRow,
     cas_mismatch,
     closed_store,
-    decode_payloads,
+    decode_objects,
     duplicate_entry,
     encode_commit,
 )
@@ -100,7 +100,9 @@ class MemoryStorage:
                 entries=[
                     Entry(i, c, p, k, v, s)
                     for ((i, c, p, k, _), s), v in zip(
-                        data.entries, decode_payloads([row[4] for row, _ in data.entries]), strict=True
+                        data.entries,
+                        decode_objects([row[4] for row, _ in data.entries], lambda n: f"entry #{n}", self.label),
+                        strict=True,
                     )
                 ],
                 registers={k: Register(k, loads(v), s) for k, (v, s) in data.registers.items()},

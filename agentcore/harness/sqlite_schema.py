@@ -1,9 +1,8 @@
-"""The SQLite file format of an agent store: recognition, creation and migrations.
+"""The SQLite file format of an agent store: its schema, creation and migrations.
 
 A file is an agent store when its 100-byte SQLite header carries our ``application_id`` and it
-has a ``meta`` table. The header check reads raw bytes *before* SQLite ever opens the file, so
-a foreign or corrupt file is refused without SQLite creating ``-wal``/``-shm`` files next to it
-or rolling back a hot journal inside it: it stays byte-for-byte untouched.
+holds exactly the schema objects of its version; ``store_check`` verifies that (read-only)
+before anything writes to a file.
 
 A new store is built in a temporary file (rollback-journal mode, so every header field is in
 the main file), switched to WAL, and only then linked into place. A crash during creation
@@ -23,7 +22,6 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
 from agentcore.errors import STORE_INVALID, StoreError
 
@@ -90,33 +88,6 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
 MIGRATIONS: tuple[Migration, ...] = (_v1_to_v2,)
 SCHEMA_VERSION = len(MIGRATIONS) + 1
 
-FileKind = Literal["absent", "empty", "agent"]
-
-
-def inspect_store_file(path: Path) -> FileKind:
-    """Classify ``path`` by its raw header, without opening it with SQLite.
-
-    ``empty`` (a zero-byte file, e.g. from ``mkstemp``) is treated like ``absent``: there is no
-    content to protect. Anything else that is not an agent store raises ``store_invalid``.
-    """
-    try:
-        with open(path, "rb") as fh:
-            header = fh.read(HEADER_SIZE)
-    except FileNotFoundError:
-        return "absent"
-    except IsADirectoryError:
-        raise _invalid(path, "the path is a directory") from None
-    except OSError as exc:
-        raise _invalid(path, f"cannot read the file ({exc.strerror})") from None
-    if not header:
-        return "empty"
-    if len(header) < HEADER_SIZE or not header.startswith(SQLITE_MAGIC):
-        raise _invalid(path, "not a SQLite database (corrupt or foreign file)")
-    app_id = int.from_bytes(header[68:72], "big", signed=True)
-    if app_id != APPLICATION_ID:
-        raise _invalid(path, f"a SQLite database of another application (application_id {app_id})")
-    return "agent"
-
 
 def check_path_length(path: Path) -> None:
     """SQLite's unix VFS refuses paths over 512 bytes (its sidecar names add up to 8): say so
@@ -130,7 +101,7 @@ def check_path_length(path: Path) -> None:
         )
 
 
-def read_schema_version(conn: sqlite3.Connection, path: Path) -> int:
+def read_schema_version(conn: sqlite3.Connection, path: str | os.PathLike[str]) -> int:
     """The store's schema version, or ``store_invalid`` if it lacks our ``meta`` row."""
     try:
         row = conn.execute("SELECT schema_version FROM meta WHERE id = 1").fetchone()
@@ -141,7 +112,7 @@ def read_schema_version(conn: sqlite3.Connection, path: Path) -> int:
     return int(row[0])
 
 
-def check_supported(version: int, path: Path) -> None:
+def check_supported(version: int, path: str | os.PathLike[str]) -> None:
     if version > SCHEMA_VERSION:
         raise _invalid(
             path,
@@ -162,9 +133,10 @@ def migrate(conn: sqlite3.Connection, from_version: int) -> None:
 
 
 def create_store_file(path: Path) -> None:
-    """Create a fresh, empty agent store at ``path`` (which must not hold a store).
+    """Create a fresh, empty agent store at ``path``; ``FileExistsError`` if a file appeared
+    there meanwhile (an import links finished stores without the path lock).
 
-    The caller holds the owner lease. Leftover ``-wal``/``-shm``/``-journal`` files of a deleted
+    The caller holds the path lock. Leftover ``-wal``/``-shm``/``-journal`` files of a deleted
     database are removed first: SQLite would otherwise replay a stale WAL into the new file.
     """
     for suffix in ("-wal", "-shm", "-journal"):
@@ -188,11 +160,8 @@ def create_store_file(path: Path) -> None:
         finally:
             conn.close()
         fsync_file(tmp)
-        try:
-            link_new_file(tmp, path)
-        except FileExistsError:
-            raise _invalid(path, "a file appeared at the path while the store was being created") from None
-        _fsync_dir(path.parent)
+        link_new_file(tmp, path)
+        fsync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -217,7 +186,7 @@ def fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -230,5 +199,5 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _invalid(path: Path, reason: str, **details: object) -> StoreError:
-    return StoreError(STORE_INVALID, f"{path}: {reason}", details={"path": str(path), **details})
+def _invalid(path: str | os.PathLike[str], reason: str, **details: object) -> StoreError:
+    return StoreError(STORE_INVALID, f"{os.fspath(path)}: {reason}", details={"path": os.fspath(path), **details})

@@ -11,9 +11,13 @@ Guarantees (SPEC D1, D4, D8; DURABILITY invariants 1-3, 15, 18):
   power loss or OS crash the last few commits may be lost, but the file is still some prefix
   of committed transactions. ``synchronous="full"`` fsyncs each commit for power-loss
   durability at the price of one fsync per commit.
-- One owner: an ``OwnerLease`` on ``<db>.lock``, plus a fencing counter bumped inside the open
-  transaction and checked by every commit, so an owner whose lock was lost anyway can never
-  write after a newer owner opened (``store_fenced``).
+- One owner: an ``OwnerLease`` (the path lock on ``<realpath>.lock`` and the store-file lock on
+  the database file itself, so every name of the file meets it), plus a fencing counter bumped
+  inside the open transaction and checked by every commit, so an owner whose lock was lost
+  anyway can never write after a newer owner opened (``store_fenced``).
+- Check first, write after: ``open`` runs every ``store_check`` check read-only (and keeps the
+  rows it read for the first ``load``) before the migration and the fence bump, so a refused
+  file and its logs stay byte-for-byte as they were.
 - ``close()`` writes nothing (SQLite may checkpoint the WAL, which changes no content) and
   releases only this storage's own lease.
 """
@@ -21,7 +25,6 @@ Guarantees (SPEC D1, D4, D8; DURABILITY invariants 1-3, 15, 18):
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import threading
@@ -30,26 +33,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from agentcore.errors import STORE_FENCED, STORE_INVALID, STORE_LOCKED, StoreError
-from agentcore.harness.commit_codec import (
-    EncodedCommit,
-    cas_mismatch,
-    closed_store,
-    decode_payloads,
-    duplicate_entry,
-    encode_commit,
-)
+from agentcore.errors import STORE_FENCED, STORE_INVALID, StoreError
+from agentcore.harness.commit_codec import EncodedCommit, cas_mismatch, closed_store, duplicate_entry, encode_commit
 from agentcore.harness.lease import OwnerLease, lock_path_for
 from agentcore.harness.sqlite_schema import (
     SCHEMA_VERSION,
     check_path_length,
-    check_supported,
     create_store_file,
-    inspect_store_file,
     migrate,
     read_schema_version,
 )
-from agentcore.harness.storage import Commit, Entry, Receipt, Register, StoreState, TaskRow, UsageRow
+from agentcore.harness.storage import Commit, StoreState
+from agentcore.harness.store_check import CheckedStore, check_store, classify_store_file, read_state_rows, sqlite_error
 
 Synchronous = Literal["normal", "full"]
 
@@ -78,7 +73,15 @@ class SqliteStorage:
     commit costs less than a hop to a worker thread.
     """
 
-    def __init__(self, label: str, conn: sqlite3.Connection, lease: OwnerLease, fence: int, last_seq: int) -> None:
+    def __init__(
+        self,
+        label: str,
+        conn: sqlite3.Connection,
+        lease: OwnerLease,
+        fence: int,
+        last_seq: int,
+        preloaded: StoreState | None = None,
+    ) -> None:
         self.label = label
         self.owner_id = uuid.uuid4().hex
         self._conn: sqlite3.Connection | None = conn
@@ -86,6 +89,9 @@ class SqliteStorage:
         self._fence = fence
         self._last_seq = last_seq
         self._mutex = threading.Lock()
+        if preloaded is not None:
+            preloaded.owner_id, preloaded.fence = self.owner_id, fence
+        self._preloaded = preloaded  # the rows open() checked, served once by the first load()
 
     @classmethod
     def open(
@@ -95,36 +101,38 @@ class SqliteStorage:
         synchronous: Synchronous = "normal",
         busy_timeout_ms: int = 5000,
     ) -> SqliteStorage:
-        """Take the owner lease, create or migrate the file, bump the fence.
+        """Take the owner lease, create the file if needed, check it, then migrate it and bump the fence.
 
-        Raises ``store_locked`` (another owner holds the lease; the message names its pid) or
-        ``store_invalid`` (a foreign, corrupt or too-new file, left byte-for-byte untouched).
+        Raises ``store_locked`` (another owner holds the path or the file under any name; the
+        message names its pid) or ``store_invalid`` (a foreign, corrupt or too-new file, left
+        byte-for-byte untouched together with its logs).
         """
         path = Path(database_path)
+        label = os.fspath(database_path)
         check_path_length(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            lease = OwnerLease.acquire(lock_path_for(path))
+            real = Path(os.path.realpath(path))
+            lease = OwnerLease.acquire(lock_path_for(real))
         except OSError as exc:
             raise StoreError(
                 STORE_INVALID, f"{path}: cannot create the store here ({exc.strerror})", details={"path": str(path)}
             ) from exc
         conn: sqlite3.Connection | None = None
         try:
-            kind = inspect_store_file(path)
-            if kind != "agent":
-                if kind == "empty":
-                    path.unlink()
-                create_store_file(path)
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            fence, last_seq = _prepare(conn, path, synchronous, busy_timeout_ms)
-            return cls(os.fspath(database_path), conn, lease, fence, last_seq)
+            _hold_store_file(lease, real, label)
+            checked = check_store(real, where=label, read_state=True)  # read-only: refuse before any write
+            conn = sqlite3.connect(real, isolation_level=None, check_same_thread=False)
+            _check_identity(lease, real, label)
+            fence, last_seq = _prepare(conn, label, checked, synchronous, busy_timeout_ms)
+            preloaded = checked.state if checked.version == SCHEMA_VERSION else None  # a migration may change rows
+            return cls(label, conn, lease, fence, last_seq, preloaded)
         except BaseException as exc:
             if conn is not None:
                 conn.close()
-            lease.release()
+            lease.release()  # after the connection: closing the lock's descriptor drops SQLite's locks
             if isinstance(exc, sqlite3.Error):
-                raise _store_error(exc, path) from exc
+                raise sqlite_error(exc, label) from exc
             if isinstance(exc, OSError):
                 raise StoreError(STORE_INVALID, f"{path}: {exc}", details={"path": str(path)}) from exc
             raise
@@ -135,14 +143,19 @@ class SqliteStorage:
         """Everything committed, in seq order (one read transaction, so one consistent view)."""
         with self._mutex:
             conn = self._require_open()
+            preloaded, self._preloaded = self._preloaded, None
             try:
                 conn.execute("BEGIN")
                 try:
-                    return self._read_state(conn)
+                    if conn.execute("SELECT fence FROM meta WHERE id = 1").fetchone()[0] != self._fence:
+                        raise self._fenced(conn)
+                    if preloaded is not None:
+                        return preloaded
+                    return read_state_rows(conn, self.owner_id, self._fence, self.label)
                 finally:
                     conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                raise _store_error(exc, self.label) from exc
+                raise sqlite_error(exc, self.label) from exc
 
     def commit(self, commit: Commit) -> int:
         """Apply ``commit`` in one immediate transaction; return its new seq.
@@ -154,6 +167,7 @@ class SqliteStorage:
         rows = encode_commit(commit)
         with self._mutex:
             conn = self._require_open()
+            self._preloaded = None
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -167,14 +181,15 @@ class SqliteStorage:
             except sqlite3.IntegrityError as exc:
                 raise self._integrity_error(conn, rows, exc) from exc
             except sqlite3.Error as exc:
-                raise _store_error(exc, self.label) from exc
+                raise sqlite_error(exc, self.label) from exc
             self._last_seq = seq
             return seq
 
     def close(self) -> None:
-        """Close the connection and release this storage's own lease. Writes nothing. Idempotent."""
+        """Close the connection, then release this storage's own lease. Writes nothing. Idempotent."""
         with self._mutex:
             conn, self._conn = self._conn, None
+            self._preloaded = None
             if conn is not None:
                 conn.close()
             self._lease.release()
@@ -228,37 +243,6 @@ class SqliteStorage:
             details={"fence": fence, "owner_fence": self._fence},
         )
 
-    def _read_state(self, conn: sqlite3.Connection) -> StoreState:
-        fence, last_seq = conn.execute("SELECT fence, last_seq FROM meta WHERE id = 1").fetchone()
-        if fence != self._fence:
-            raise self._fenced(conn)
-        rows = conn.execute(
-            "SELECT id, conversation_id, parent_id, kind, payload, seq FROM entries ORDER BY pos"
-        ).fetchall()
-        payloads = decode_payloads([row[4] for row in rows])
-        entries = [Entry(i, c, p, k, v, s) for (i, c, p, k, _, s), v in zip(rows, payloads, strict=True)]
-        loads = json.loads
-        registers = {
-            k: Register(k, loads(v), s)
-            for k, v, s in conn.execute("SELECT key, value, seq FROM registers ORDER BY seq, rowid")
-        }
-        usage_rows = conn.execute("SELECT record_id, conversation_id, payload, seq FROM usage ORDER BY pos").fetchall()
-        usage_payloads = decode_payloads([row[2] for row in usage_rows])
-        usage = [UsageRow(r, c, v, s) for (r, c, _, s), v in zip(usage_rows, usage_payloads, strict=True)]
-        receipts = {
-            r: Receipt(r, c, loads(p), s)
-            for r, c, p, s in conn.execute(
-                "SELECT request_id, conversation_id, payload, seq FROM receipts ORDER BY seq, rowid"
-            )
-        }
-        tasks = {
-            t: TaskRow(t, c, loads(p), s)
-            for t, c, p, s in conn.execute(
-                "SELECT task_id, conversation_id, payload, seq FROM tasks ORDER BY seq, rowid"
-            )
-        }
-        return StoreState(self.owner_id, self._fence, last_seq, entries, registers, usage, receipts, tasks)
-
     def _integrity_error(
         self, conn: sqlite3.Connection, rows: EncodedCommit, exc: sqlite3.IntegrityError
     ) -> StoreError:
@@ -299,16 +283,46 @@ class SqliteStorageFactory:
         return storage, storage.close
 
 
-def _prepare(conn: sqlite3.Connection, path: Path, synchronous: Synchronous, busy_timeout_ms: int) -> tuple[int, int]:
-    """Pragmas, schema check, migration and fence bump: one immediate transaction."""
+def _hold_store_file(lease: OwnerLease, real: Path, label: str) -> None:
+    """Take the store-file lock, creating the store first if the path is free (under the path
+    lock). A zero-byte file with no log next to it holds nothing and becomes a new store."""
+    for _ in range(4):
+        try:
+            store_file = lease.hold_store_file(real)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):  # an import linked a finished store here meanwhile
+                create_store_file(real)
+            continue
+        if classify_store_file(store_file.fd, real, label) == "agent":
+            return
+        real.unlink()  # while still holding its lock
+        lease.drop_store_file()
+    raise StoreError(STORE_INVALID, f"{label}: the file at this path keeps changing while it is opened")
+
+
+def _check_identity(lease: OwnerLease, real: Path, label: str) -> None:
+    """SQLite opened the file by name: make sure it is the file we hold the lock of."""
+    st = os.stat(real)
+    if lease.store_file is None or (st.st_dev, st.st_ino) != lease.store_file.identity:
+        raise StoreError(STORE_INVALID, f"{label}: the file was replaced while it was being opened")
+
+
+def _prepare(
+    conn: sqlite3.Connection, label: str, checked: CheckedStore, synchronous: Synchronous, busy_timeout_ms: int
+) -> tuple[int, int]:
+    """Pragmas, migration and fence bump: the first writes, in one immediate transaction, on
+    exactly the content ``checked`` saw."""
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    check_supported(read_schema_version(conn, path), path)  # read-only: refuse before any write
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {'FULL' if synchronous == 'full' else 'NORMAL'}")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        version = read_schema_version(conn, path)
-        check_supported(version, path)
+        version = read_schema_version(conn, label)
+        fence, last_seq = conn.execute("SELECT fence, last_seq FROM meta WHERE id = 1").fetchone()
+        if (version, fence, last_seq) != (checked.version, checked.fence, checked.last_seq):
+            raise StoreError(
+                STORE_INVALID, f"{label}: the store changed while it was being opened (another program writes it)"
+            )
         if version < SCHEMA_VERSION:
             migrate(conn, version)
         conn.execute("UPDATE meta SET fence = fence + 1 WHERE id = 1")
@@ -320,10 +334,3 @@ def _prepare(conn: sqlite3.Connection, path: Path, synchronous: Synchronous, bus
                 conn.execute("ROLLBACK")
         raise
     return int(fence), int(last_seq)
-
-
-def _store_error(exc: sqlite3.Error, where: str | Path) -> StoreError:
-    name = getattr(exc, "sqlite_errorname", "")
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        return StoreError(STORE_LOCKED, f"{where}: the database is busy ({exc})", details={"sqlite_error": name})
-    return StoreError(STORE_INVALID, f"{where}: {exc}", details={"sqlite_error": name})

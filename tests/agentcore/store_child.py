@@ -4,6 +4,8 @@
     python store_child.py commits <db>  open, print "ready <pid>", then commit forever, printing
                                         "<seq>" after each commit has returned
 
+If the store cannot be opened the child prints "error <code> <message>" and exits with status 3.
+
 Each loop commit writes one entry whose parent is the previous head, one usage row for it and
 the ``head`` register naming it (compare-and-swap on the register's seq), so a reader can check
 "both or neither" after a SIGKILL at any instant.
@@ -17,11 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from agentcore.errors import StoreError
 from agentcore.harness import Commit, Entry, RegisterWrite, SqliteStorageFactory, UsageRow
 
 
 def main(mode: str, path: str) -> None:
-    storage, _release = SqliteStorageFactory(path).open()
+    try:
+        storage, _release = SqliteStorageFactory(path).open()
+    except StoreError as exc:
+        print(f"error {exc.code} {exc.message}", flush=True)
+        sys.exit(3)
     state = storage.load()
     print(f"ready {os.getpid()}", flush=True)
     if mode == "hold":

@@ -218,6 +218,26 @@ def test_non_json_payload_is_refused_before_anything_is_written(backend: Backend
     assert content(store.load()) == content(before)
 
 
+def test_a_payload_that_is_not_a_json_object_is_refused_before_anything_is_written(backend: Backend) -> None:
+    """Payloads are objects; SQLite stores holding anything else are refused at open, so a
+    commit must never write one (a list or a string would be refused by the next open)."""
+    store = backend.open()
+    before = store.load()
+    bad: list[Any] = [[1, 2], "text", 3, None]
+    for value in bad:
+        for commit in (
+            Commit(entries=[Entry("a", "main", None, "message", value)]),
+            Commit(registers=[RegisterWrite("pc", {"ok": 1}), RegisterWrite("other", value or [])]),
+            Commit(receipts=[Receipt("r", "main", value)]),
+        ):
+            with pytest.raises(StoreError) as info:
+                store.commit(commit)
+            assert info.value.code == STORE_INVALID and "not a JSON object" in info.value.message
+    assert content(store.load()) == content(before)
+    store = backend.reopen(store)
+    assert content(store.load()) == content(before)
+
+
 def test_usage_row_with_a_known_record_id_is_ignored(backend: Backend) -> None:
     store = backend.open()
     s1 = store.commit(Commit(usage=[UsageRow("u1", "main", {"tokens": 10})]))

@@ -1,8 +1,9 @@
 """SQLite backend specifics: transactions, the owner lease across processes, foreign files,
-directories, migrations and the saved-state compatibility corpus (SPEC D1, D4, D8)."""
+directories, migrations and the saved-state compatibility corpus (SPEC D1, D3, D4, D8)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -10,21 +11,24 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agentcore import AgentInput, create_agent
 from agentcore.errors import STORE_INVALID, STORE_LOCKED, StoreError
+from agentcore.events import RetryEvent, RunEndEvent
 from agentcore.harness import (
     SCHEMA_VERSION,
     Commit,
     Entry,
-    Receipt,
-    RegisterWrite,
     SqliteStorage,
     SqliteStorageFactory,
     lock_path_for,
 )
 from agentcore.harness.sqlite_schema import APPLICATION_ID
+from agentcore.testing.fake_server import FakeProviderServer
+from agentcore.testing.steps import Text, Usage
 
 CHILD = Path(__file__).with_name("store_child.py")
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "stores"
@@ -207,35 +211,24 @@ def test_a_stale_wal_of_a_deleted_database_is_not_replayed_into_a_new_store(tmp_
     assert open_store(db).load().entries == []
 
 
-def test_v1_fixture_is_migrated_and_its_open_operation_resumes(tmp_path: Path) -> None:
+def test_v1_fixture_is_migrated_with_its_open_operation_intact(tmp_path: Path) -> None:
     db = tmp_path / "v1.sqlite"
     shutil.copy(FIXTURES / "v1.sqlite", db)
     store = open_store(db)
     state = store.load()
     assert state.fence == 4  # the fixture was opened three times before
-    assert state.last_seq == 5
-    assert [(e.id, e.seq, e.parent_id, e.kind) for e in state.entries] == [
-        ("u1", 1, None, "message"),
-        ("a1", 2, "u1", "message"),
-        ("i1", 2, "a1", "tool_intent"),
-        ("r1", 3, "i1", "message"),
-        ("f1", 4, "u1", "message"),
-        ("g1", 5, "r1", "fragment"),
-    ]
-    assert state.entries[4].payload["content"] == "forked question — ünïcode"
-    assert state.registers["op/main"].value["state"] == "streaming"
-    assert state.registers["op/main"].seq == 5
-    assert state.usage[0].record_id == "usage-req-1-1" and state.usage[0].payload["input_tokens"] == 120
-    assert state.receipts["req-1"].payload == {"status": "running", "input_id": 1}
+    assert state.last_seq == 7
+    main = [(e.seq, e.kind) for e in state.entries if e.conversation_id == "main"]
+    assert main == [(4, "message"), (5, "message"), (5, "tool_intent"), (6, "message"), (7, "fragment")]
+    ids = [e.id for e in state.entries]
+    assert all(e.parent_id is None or ids.index(e.parent_id) < ids.index(e.id) for e in state.entries)
+    assert state.entries[2].payload["message"]["content"][0]["text"] == "Hello — ünïcode works too."
+    op = state.registers["op:main"]
+    assert (op.value["request_id"], op.value["phase"], op.value["step"], op.seq) == ("job-v1", "model", 1, 6)
+    assert state.receipts["job-v1"].payload["status"] == "running"
+    assert state.receipts["side-1"].payload["final"]["status"] == "completed"
+    assert [u.record_id for u in state.usage] == ["side-1:0:0", "job-v1:0:0"]
     assert state.tasks["task-1"].payload["status"] == "waiting"
-    seq = store.commit(
-        Commit(
-            entries=[Entry("g2", "main", "g1", "fragment", {"text": "s"})],
-            registers=[RegisterWrite("op/main", {"state": "settled"}, expected_seq=5)],
-            receipts=[Receipt("req-1", "main", {"status": "done"})],
-        )
-    )
-    assert seq == 6
     conn = store._conn
     assert conn is not None
     assert conn.execute("SELECT schema_version FROM meta").fetchone()[0] == SCHEMA_VERSION
@@ -243,6 +236,60 @@ def test_v1_fixture_is_migrated_and_its_open_operation_resumes(tmp_path: Path) -
     fresh = open_store(tmp_path / "fresh.sqlite")
     fresh.close()
     assert schema_of(db) == schema_of(tmp_path / "fresh.sqlite")
+
+
+async def test_v1_fixture_open_operation_resumes_through_the_runtime(
+    tmp_path: Path, fake_server: FakeProviderServer
+) -> None:
+    """The v1 store was killed while the second model request of ``job-v1`` streamed: re-running
+    ``job-v1`` on the migrated store continues from the committed fragment and completes, and the
+    finished ``side-1`` returns its stored outcome without a model call."""
+    db = tmp_path / "v1.sqlite"
+    shutil.copy(FIXTURES / "v1.sqlite", db)
+    (tmp_path / "README.md").write_text("# demo\n")
+    options: dict[str, Any] = {
+        "provider": "fake",
+        "model": "fake-model",
+        "base_url": fake_server.base_url,
+        "api_key": "k",
+        "api_kind": "openai-completions",
+        "database_path": str(db),
+        "workdir": str(tmp_path),
+    }
+    runtime = await create_agent(**options)
+    try:
+        assert runtime.pending_request_id == "job-v1"
+        fake_server.enqueue([Text("README.md, a short readme."), Usage(input=150, output=8)])
+        events = [event async for event in runtime.run(AgentInput(request_id="job-v1"))]
+        transcript = runtime.read_transcript()
+        assert runtime.pending_request_id is None
+    finally:
+        await runtime.close()
+    assert [e.kind for e in events if isinstance(e, RetryEvent)] == ["recovery"]
+    end = events[-1]
+    assert isinstance(end, RunEndEvent) and end.status == "completed" and end.request_id == "job-v1"
+    assert "README.md, a short readme." in end.text
+    assert len(fake_server.requests) == 1  # the model was called once, to continue
+    sent = json.dumps(fake_server.requests[0].body, ensure_ascii=False)
+    for part in ("list the files", "call_ls_1", "README.md", "There is one file in the directory: "):
+        assert part in sent, part
+    assert transcript[-1]["role"] == "assistant"
+    assert transcript[-1]["content"][-1]["text"] == "README.md, a short readme."
+    side = await create_agent(**options, session_id="side")
+    try:
+        replay = [event async for event in side.run(AgentInput(request_id="side-1"))]
+    finally:
+        await side.close()
+    assert len(replay) == 1 and isinstance(replay[0], RunEndEvent) and replay[0].replayed
+    assert replay[0].text == "Hello — ünïcode works too." and len(fake_server.requests) == 1
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("SELECT schema_version FROM meta").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("SELECT count(*) FROM registers WHERE key = 'op:main'").fetchone()[0] == 0
+        status = json.loads(conn.execute("SELECT payload FROM receipts WHERE request_id = 'job-v1'").fetchone()[0])
+        assert status["status"] == "completed"
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*.sqlite")), ids=lambda p: p.name)
