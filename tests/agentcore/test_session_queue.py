@@ -240,7 +240,8 @@ async def test_close_ends_a_serving_host_and_pauses_its_work(make_agent, fake_se
             await agent.control({"type": "submit", "request_id": "r", "prompt": "go"})
         if event.type == "text_delta":
             await agent.close()
-    assert agent.log if False else True  # noqa: B015 - the loop above ended: serve() stopped on close
+    assert events[-1].type == "session", "serve() ended with the state at close"
+    assert events[-1].snapshot["contexts"][0]["status"] == "running", "close paused the turn, it did not end it"
     reopened = await make_agent(COMPLETIONS, session={}, database_path=db)
     assert reopened.pending_request_id == "r"
     ended = ends(await run_with(reopened, {"request_id": "r"}))
