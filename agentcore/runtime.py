@@ -56,6 +56,7 @@ from agentcore.models.attributes import ModelAttributes, ResolvedModel, parse_mo
 from agentcore.providers.registry import ProviderRegistry
 from agentcore.tools.base import AgentTool, ToolDefinition
 from agentcore.tools.images import load_image_files
+from agentcore.tracing import Tracer, resolve_tracing
 
 if TYPE_CHECKING:  # the session protocol loads only for runtimes that use it
     from agentcore.session.driver import SessionDriver
@@ -76,8 +77,10 @@ class AgentRuntime:
         models: dict[str, ModelAttributes] | None = None,
         sleep: Sleep | None = None,
         session: SessionOptions | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.options = options
+        self.tracer = tracer
         self.sleep: Sleep = sleep or asyncio.sleep
         self._storage_factory = storage_factory
         self._storage: AgentStorage | None = None
@@ -321,7 +324,7 @@ class AgentRuntime:
             if seeded:
                 log.commit(Commit(entries=[log.entry("transcript", {"messages": seeded})]))
             start_op(log, candidate, prompt=input.prompt, images=images, receipt=_running(input))
-            engine = TurnEngine(log, request_id, self._configure, host, abort, sleep=self.sleep)
+            engine = TurnEngine(log, request_id, self._configure, host, abort, sleep=self.sleep, tracer=self.tracer)
             async for event in engine.drive():
                 yield event
         finally:
@@ -360,7 +363,14 @@ class AgentRuntime:
                 supersede(log, op)
             start_op(log, candidate, prompt=input.prompt, images=images, receipt=_running(input))
         engine = TurnEngine(
-            log, request_id, self._configure, host, abort, sleep=self.sleep, context_meter=self.meter.measure
+            log,
+            request_id,
+            self._configure,
+            host,
+            abort,
+            sleep=self.sleep,
+            context_meter=self.meter.measure,
+            tracer=self.tracer,
         )
         paused = log.op
         if paused is not None and paused.get("phase") == "paused":
@@ -419,6 +429,7 @@ async def create_agent(
     resolved_model: ResolvedModel | None = None,
     models: dict[str, ModelAttributes | dict[str, Any] | str] | None = None,
     sleep: Sleep | None = None,
+    tracing: Any = None,
     **options: Any,
 ) -> AgentRuntime:
     """Create and open a runtime (SPEC R1). Invalid options → ``input_validation``, nothing opened.
@@ -427,6 +438,7 @@ async def create_agent(
     ``model_attributes``): a run that switches ``model`` picks up that model's attributes.
     ``resolved_model`` pins a fully resolved model and bypasses resolution. ``sleep`` replaces
     ``asyncio.sleep`` for retry backoff (tests inject a recorder so they never wait for real).
+    ``tracing`` turns OpenTelemetry spans on or off (see ``agentcore.tracing.resolve_tracing``).
     """
     parsed: AgentOptions = validate_model(AgentOptions, options, what="options")
     model_table = {
@@ -453,6 +465,7 @@ async def create_agent(
         models=model_table,
         sleep=sleep,
         session=session,
+        tracer=resolve_tracing(tracing),
     )
     if resolved_model is None:
         runtime.config.model({})  # fail fast on a missing or invalid model configuration (R4)

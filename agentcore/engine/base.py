@@ -35,14 +35,17 @@ from agentcore.harness.projection import ConversationLog, cancel_key
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.host import AgentHost, call_hook
 from agentcore.messages import (
+    AssistantMessage,
     Message,
 )
 from agentcore.models.attributes import ResolvedModel
 from agentcore.providers.base import (
     Provider,
+    ProviderFailure,
     ToolSpec,
 )
 from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition
+from agentcore.tracing import Span, Tracer, output_messages, usage_attributes
 
 
 @dataclass(slots=True)
@@ -108,6 +111,7 @@ class EngineBase:
         context_meter: ContextMeter | None = None,
         clock: Callable[[], float] = time.monotonic,
         session: SessionPort | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.log = log
         self.request_id = request_id
@@ -119,6 +123,8 @@ class EngineBase:
         self.context_meter = context_meter
         self.clock = clock
         self.session = session
+        self.tracer = tracer
+        self.op_span: Span | None = None  # the invoke_agent span of this drive (tracing on)
         self.final: RunEndEvent | None = None
         self._fresh_intents: set[str] = set()  # intents this engine wrote and has not started yet
         self._last_usage_emit = 0.0
@@ -183,6 +189,19 @@ class EngineBase:
 
     def _last_assistant_text(self) -> str:
         return last_assistant_text(self.log, self.request_id)
+
+    def _end_chat_span(
+        self, span: Span, message: AssistantMessage, failure: ProviderFailure | None, usage: dict[str, Any]
+    ) -> None:
+        attributes = usage_attributes(usage)
+        if self.tracer is not None and self.tracer.capture_content:
+            attributes["gen_ai__output__messages"] = output_messages(message)
+        span.end(
+            error=f"{failure.kind}: {failure.message}" if failure is not None else None,
+            gen_ai__response__model=message.model or None,
+            gen_ai__response__finish_reasons=[message.stop_reason],
+            **attributes,
+        )
 
     @staticmethod
     def _window(cfg: TurnConfig) -> int:

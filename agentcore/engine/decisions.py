@@ -88,6 +88,9 @@ class Decisions(EngineBase):
         """Approve → switch to build and execute; reject → revise in plan mode (PL4)."""
         op = self.log.op
         assert op is not None
+        if self.tracer is not None:
+            anchor = (self.log.storage.label, self.log.conversation_id, self.request_id)
+            self.tracer.decision(self.op_span or anchor, approval_id=approval_id, approved=approved, notes=notes)
         history = [*op.get("plan_history", []), {"approval_id": approval_id, "approved": approved, "notes": notes}]
         if approved:
             prompt = load_prompt("plan_approved.md").format(plan=plan_text)

@@ -10,6 +10,7 @@ is yielded. Recovery is therefore just "read the register and continue".
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -65,6 +66,7 @@ from agentcore.providers.base import (
     ToolCallEnd,
     WebSearchUpdate,
 )
+from agentcore.tracing import Span
 
 
 class CompactionStep(EngineBase):
@@ -112,14 +114,28 @@ class CompactionStep(EngineBase):
         yield CompactionEvent(phase="start", auto=auto)
         attempts: list[AgentEvent] = []
         counter = len([k for k in self.log.usage if k.startswith(f"{self.request_id}:compact:")])
+        span = self.tracer.compaction(self.op_span, auto=auto) if self.tracer and self.op_span else None
+        mark = time.time_ns()
 
         async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None) -> None:
-            nonlocal counter
+            nonlocal counter, mark
             record_id = f"{self.request_id}:compact:{counter}"
             counter += 1
             payload = usage_payload(message, self.request_id, ok=failure is None)
             payload["purpose"] = "compaction"
             self.log.commit(Commit(usage=[self.log.usage_row(record_id, payload)]))
+            if span is not None and self.tracer is not None:  # requests run one after another
+                chat = self.tracer.chat(
+                    span,
+                    api_kind=cfg.model.api_kind,
+                    model=cfg.model.model_id,
+                    max_tokens=max_tokens,
+                    step=op["step"],
+                    attempt=counter - 1,
+                    start_time=mark,
+                )
+                self._end_chat_span(chat, message, failure, dict(payload, record_id=record_id))
+                mark = time.time_ns()
             async for event in self._after_settle(payload, record_id, meter=False):
                 attempts.append(event)
 
@@ -128,6 +144,9 @@ class CompactionStep(EngineBase):
         )
         for event in attempts:
             yield event
+        if span is not None:
+            failed = outcome.failure.message if outcome.failure is not None else None
+            span.end(error=failed, agentcore__compaction__summarized=len(plan.to_summarize))
         current = self.log.op or op
         if self.abort.is_set() or (outcome.failure is not None and outcome.failure.kind == "cancelled"):
             yield self.finish_aborted(current, "the run was cancelled during compaction")  # nothing written
@@ -176,11 +195,23 @@ class TurnEngine(ToolRound, CompactionStep):
             yield self.finish_aborted(op, str(marker.get("reason") or "the run was cancelled"))
             return
         watcher = asyncio.ensure_future(self.watch_cancel())
+        if self.tracer is not None:
+            self.op_span = self.tracer.operation(
+                store=self.log.storage.label,
+                conversation_id=self.log.conversation_id,
+                request_id=self.request_id,
+                mode=str((op or {}).get("mode", "build")),
+                resumed=recovering,
+            )
         try:
             async for event in self._drive(recovering):
                 yield event
         finally:
             watcher.cancel()
+            if self.op_span is not None:
+                final = self.final
+                error = f"{final.error_code}: {final.error}" if final and final.status == "failed" else None
+                self.op_span.end(error=error, agentcore__status=final.status if final else "interrupted")
 
     async def _drive(self, recovering: bool) -> AsyncIterator[AgentEvent]:
         if recovering:
@@ -265,12 +296,40 @@ class TurnEngine(ToolRound, CompactionStep):
             web_search=cfg.web_search,
             session_id=self.log.conversation_id,
         )
+        span = self._chat_span(cfg, step, attempt)
+        try:
+            async for event in self._stream_response(op, cfg, request, span):
+                yield event
+        finally:
+            if span is not None:
+                span.end(error="interrupted")  # a no-op when the settlement ended it
+
+    def _chat_span(self, cfg: TurnConfig, step: int, attempt: int) -> Span | None:
+        if self.tracer is None or self.op_span is None:
+            return None
+        return self.tracer.chat(
+            self.op_span,
+            api_kind=cfg.model.api_kind,
+            model=cfg.model.model_id,
+            max_tokens=cfg.max_tokens,
+            step=step,
+            attempt=attempt,
+        )
+
+    async def _stream_response(
+        self, op: dict[str, Any], cfg: TurnConfig, request: ProviderRequest, span: Span | None
+    ) -> AsyncIterator[AgentEvent]:
+        step, attempt = op["step"], op["attempt"]
         buffer = FragmentBuffer(step, attempt, clock=self.clock)
         pending: list[AgentEvent] = []
         streamed_chars = 0
         end: StreamEnd | None = None
+        started = self.clock() if span is not None else None
         stream = with_ticks(cfg.provider.stream(request, self.abort), buffer.deadline, self.clock)
         async for event in stream:
+            if span is not None and started is not None and isinstance(event, _CHUNKS):
+                span.set(gen_ai__response__time_to_first_chunk=self.clock() - started)
+                started = None
             if event is None:  # the flush window passed while the provider was quiet
                 pass
             elif isinstance(event, TextDelta):
@@ -306,7 +365,7 @@ class TurnEngine(ToolRound, CompactionStep):
             end = StreamEnd(AssistantMessage([], stop_reason="error"), None)
         message = end.message
         # Everything received is settled below in one transaction with the next state.
-        async for settled in self._settle_response(op, cfg, message, end, pending):
+        async for settled in self._settle_response(op, cfg, message, end, pending, span):
             yield settled
 
     async def _settle_response(
@@ -316,6 +375,7 @@ class TurnEngine(ToolRound, CompactionStep):
         message: AssistantMessage,
         end: StreamEnd,
         pending: list[AgentEvent],
+        span: Span | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Commit the response, its usage row and the next program-counter state together.
 
@@ -449,6 +509,8 @@ class TurnEngine(ToolRound, CompactionStep):
 
         if final is None:
             self.log.commit(commit)
+        if span is not None:
+            self._end_chat_span(span, message, failure, dict(usage_row.payload, record_id=record_id))
         for item in pending:
             yield item
         async for event in self._after_settle(usage_row.payload, record_id):
@@ -469,6 +531,9 @@ class TurnEngine(ToolRound, CompactionStep):
         value = dict(op, phase="model", step=op["step"] + 1, attempt=0, budgets=_budgets_dict(budgets))
         value.pop("tool_calls", None)
         return self.log.set_op(value)
+
+
+_CHUNKS = (TextDelta, ThinkingDelta, ToolCallDelta)
 
 
 def _budgets_dict(budgets: Budgets) -> dict[str, int]:

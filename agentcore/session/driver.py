@@ -347,6 +347,7 @@ class SessionDriver:
             sleep=self.runtime.sleep,
             context_meter=self.meter(log).measure,
             session=_Port(self, context),
+            tracer=self.runtime.tracer,
         )
 
     # --- operations ------------------------------------------------------------------------

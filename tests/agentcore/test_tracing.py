@@ -1,0 +1,189 @@
+"""OpenTelemetry GenAI traces (issue: ecosystem; SPEC E1 and D1 for what is traced).
+
+The SDK's in-memory exporter checks the span tree and attributes; a resumed request must not
+repeat a settled response's usage; the real OTLP/HTTP exporter sends to a receiver this test
+serves on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from agentcore import AgentHost, AgentInput, PlanResume, UserInputRequired
+from agentcore.testing.steps import Hang, Text, ToolCall, Usage
+from agentcore.tracing import AgentTracing
+from tests.helpers import collect, final
+
+COMPLETIONS = "openai-completions"
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+def provider_for(exporter: Any) -> TracerProvider:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
+
+
+def by_name(spans: Any, prefix: str) -> list[Any]:
+    return [s for s in spans if s.name.startswith(prefix)]
+
+
+async def test_span_tree_and_genai_attributes(make_agent, fake_server, exporter) -> None:
+    """invoke_agent → chat per model request, with the GenAI attributes; contents are not
+    recorded unless asked for."""
+    fake_server.enqueue(
+        [ToolCall("ls", {"path": "."}, id="c1"), Usage(input=100, output=10, cached_input=40, cache_creation=5)],
+        [Text("two files"), Usage(input=150, output=20)],
+    )
+    agent = await make_agent("anthropic-messages", tracing=provider_for(exporter), model="claude-test")
+    assert final(await collect(agent, AgentInput(prompt="list", request_id="r1"))).status == "completed"
+    spans = exporter.get_finished_spans()
+    (run,) = by_name(spans, "invoke_agent")
+    chats = by_name(spans, "chat ")
+    assert len(chats) == 2 and all(c.parent.span_id == run.context.span_id for c in chats)
+    assert {c.context.trace_id for c in spans} == {run.context.trace_id}
+    first = dict(chats[0].attributes)
+    assert first["gen_ai.operation.name"] == "chat" and first["gen_ai.provider.name"] == "anthropic"
+    assert first["gen_ai.request.model"] == "claude-test" and first["gen_ai.response.model"]
+    assert first["gen_ai.usage.input_tokens"] == 145, "the whole prompt: uncached + cache reads + writes"
+    assert first["gen_ai.usage.cache_read.input_tokens"] == 40
+    assert first["gen_ai.usage.cache_creation.input_tokens"] == 5
+    assert first["gen_ai.usage.output_tokens"] == 10
+    assert first["gen_ai.response.finish_reasons"] == ("tool_use",)
+    assert dict(chats[1].attributes)["gen_ai.response.finish_reasons"] == ("stop",)
+    assert dict(run.attributes)["agentcore.request_id"] == "r1"
+    assert dict(run.attributes)["agentcore.status"] == "completed"
+    assert all("gen_ai.output.messages" not in dict(s.attributes) for s in spans)
+
+
+async def test_reasoning_tokens_are_reported(make_agent, fake_server, exporter) -> None:
+    fake_server.enqueue([Text("thought it through"), Usage(input=50, output=30, reasoning=12)])
+    agent = await make_agent("openai-responses", tracing=provider_for(exporter))
+    await collect(agent, "think")
+    (chat,) = by_name(exporter.get_finished_spans(), "chat ")
+    assert dict(chat.attributes)["gen_ai.usage.reasoning.output_tokens"] == 12
+    assert dict(chat.attributes)["gen_ai.provider.name"] == "openai"
+
+
+async def test_content_only_when_opted_in(make_agent, fake_server, exporter) -> None:
+    fake_server.enqueue([Text("the secret answer")])
+    tracing = AgentTracing(provider=provider_for(exporter), capture_content=True)
+    agent = await make_agent(COMPLETIONS, tracing=tracing)
+    await collect(agent, "question")
+    (chat,) = by_name(exporter.get_finished_spans(), "chat ")
+    assert "the secret answer" in dict(chat.attributes)["gen_ai.output.messages"]
+
+
+async def test_compaction_and_plan_decisions_are_spans(make_agent, fake_server, exporter) -> None:
+    """A compaction span holds its summary request; a plan review is a span of its request."""
+    fake_server.enqueue([Text("first answer")], [Text("Summary: a question was asked.")], [Text("Plan: 1. do it")])
+    agent = await make_agent(COMPLETIONS, tracing=provider_for(exporter))
+    await collect(agent, "a question")
+    await collect(agent, "/compact")
+
+    async def pause(payload: dict[str, Any]) -> None:
+        raise UserInputRequired("review", payload)
+
+    host = AgentHost(approve_plan=pause)
+    paused = final(await collect(agent, AgentInput(prompt="plan", request_id="p1", agent="plan"), host))
+    fake_server.enqueue([Text("built")])
+    decision = PlanResume(approval_id=paused.pending["approval_id"], approved=True)
+    await collect(agent, AgentInput(request_id="p1", plan_resume=decision), host)
+    spans = exporter.get_finished_spans()
+    (compaction,) = by_name(spans, "compaction")
+    summaries = [c for c in by_name(spans, "chat ") if c.parent.span_id == compaction.context.span_id]
+    assert len(summaries) == 1 and dict(summaries[0].attributes)["gen_ai.usage.output_tokens"] > 0
+    (review,) = by_name(spans, "plan_review")
+    assert dict(review.attributes)["agentcore.plan.decision"] == "approved"
+    runs = [s for s in by_name(spans, "invoke_agent") if dict(s.attributes)["agentcore.request_id"] == "p1"]
+    assert len(runs) == 2 and {r.context.trace_id for r in runs} == {review.context.trace_id}
+
+
+async def test_a_resumed_request_joins_its_trace_without_repeating_usage(
+    make_agent, fake_server, exporter, tmp_path
+) -> None:
+    """A request driven again by a reopened runtime lands in the same trace, linked to the same
+    anchor; the response settled before the interruption is reported once."""
+    db = str(tmp_path / "traced.sqlite")
+    fake_server.enqueue([ToolCall("ls", {"path": "."}, id="c1"), Usage(input=100, output=10)], [Hang()])
+    first = await make_agent(COMPLETIONS, tracing=provider_for(exporter), database_path=db)
+    interrupted = asyncio.ensure_future(collect(first, AgentInput(prompt="go", request_id="job")))
+    await fake_server.until_hanging(1)  # the second request is in flight
+    interrupted.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await interrupted
+    await first.close()
+    fake_server.enqueue([Text("done"), Usage(input=200, output=20)])
+    second = await make_agent(COMPLETIONS, tracing=provider_for(exporter), database_path=db)
+    assert final(await collect(second, AgentInput(request_id="job"))).status == "completed"
+    spans = exporter.get_finished_spans()
+    runs = by_name(spans, "invoke_agent")
+    assert len(runs) == 2 and runs[0].context.trace_id == runs[1].context.trace_id
+    assert runs[0].links[0].context.span_id == runs[1].links[0].context.span_id, "one anchor for the request"
+    settled = [c for c in by_name(spans, "chat ") if "gen_ai.usage.output_tokens" in dict(c.attributes)]
+    outputs = sorted(dict(c.attributes)["gen_ai.usage.output_tokens"] for c in settled)
+    assert outputs == [10, 20], "each settled response once"
+
+
+async def test_no_provider_means_no_spans(make_agent, fake_server) -> None:
+    """Nothing is traced unless a provider is configured (the global one is the no-op proxy)."""
+    fake_server.enqueue([Text("hi")])
+    agent = await make_agent(COMPLETIONS)
+    assert agent.tracer is None
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    bodies: list[bytes] = []  # noqa: RUF012 - the test's receiver, one per test run
+
+    def do_POST(self) -> None:
+        length = int(self.headers["Content-Length"])
+        _Receiver.bodies.append(self.rfile.read(length))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+async def test_real_otlp_http_export_to_a_local_receiver(make_agent, fake_server) -> None:
+    """The OTLP/HTTP exporter sends the GenAI spans to an endpoint (here one we serve)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    _Receiver.bodies = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint, timeout=5)))
+        fake_server.enqueue([Text("exported")])
+        agent = await make_agent(COMPLETIONS, tracing=provider)
+        await collect(agent, "hello")
+        provider.shutdown()
+    finally:
+        server.shutdown()
+        thread.join()
+    names = []
+    for body in _Receiver.bodies:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                assert scope.scope.name == "agentcore"
+                names.extend(span.name for span in scope.spans)
+    assert "invoke_agent agentcore" in names and any(n.startswith("chat ") for n in names)
