@@ -158,7 +158,9 @@ class StoreView:
             raise self.faulted from exc
         self.last_seq = seq
         for entry in chained:
-            self.log(entry.conversation_id).apply_entry(entry)
+            self.log(entry.conversation_id).apply_entry(
+                Entry(entry.id, entry.conversation_id, entry.parent_id, entry.kind, entry.payload, seq)
+            )
         for write in commit.registers:
             if write.value is None:
                 self.registers.pop(write.key, None)
@@ -240,6 +242,7 @@ class ConversationLog:
     plan: dict[str, Any] = field(default_factory=lambda: {"version": 0, "items": []})  # as of the head
     entry_ids: set[str] = field(default_factory=set)  # the chain's entries but fragments: fork points
     tool_history: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=TOOL_HISTORY))
+    tools_finished: int = 0  # every finished tool call (``tool_history`` keeps the newest)
     _open_calls: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id → the committed call
     _built: dict[str, Message] = field(default_factory=dict)  # messages of entries not yet committed
 
@@ -399,9 +402,9 @@ class ConversationLog:
             call = self._open_calls.pop(message.tool_call_id, None)
             if call is not None:
                 text = "".join(b.text for b in message.content if isinstance(b, TextContent))
-                self.tool_history.append(
-                    dict(call, status="failed" if message.is_error else "completed", result=text[:RESULT_PREVIEW])
-                )
+                status = "failed" if message.is_error else "completed"
+                self.tool_history.append(dict(call, status=status, result=text[:RESULT_PREVIEW], seq=entry.seq))
+                self.tools_finished += 1
 
     def open_call(self, call_id: str) -> dict[str, Any] | None:
         """The committed, not yet answered tool call ``call_id`` (its task id and arguments)."""

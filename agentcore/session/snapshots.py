@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentcore.engine.endings import call_key
+from agentcore.harness.storage import TaskRow
 from agentcore.session import queue as input_queue
 from agentcore.session.contexts import Context
 from agentcore.session.ledger import merged
@@ -28,6 +31,7 @@ from agentcore.session.snapshot import (
 if TYPE_CHECKING:
     from agentcore.session.driver import SessionDriver
 
+TERMINAL_TASKS = ("completed", "failed", "aborted", "orphaned", "cancelled")
 TURN_STATUSES = ("queued", "running", "paused", "completed", "failed", "aborted", "withdrawn", "cancelled", "rejected")
 
 
@@ -46,19 +50,21 @@ class SnapshotBuilder:
         contexts = driver.contexts.all()
         by_conversation = {c.conversation_id: c for c in driver.contexts.all(include_deleted=True)}
         tasks: list[TaskState] = []
-        history: list[TaskState] = []
+        ended: list[tuple[int, Callable[[], TaskState]]] = []  # (store seq, build) of finished tasks
         for context in contexts:
             tasks.extend(self._tool_tasks(context))
-        child_tasks, child_history = self._subagent_tasks(contexts, by_conversation)
+        child_tasks, child_history = self._subagent_tasks(by_conversation)
         tasks.extend(child_tasks)
-        history.extend(child_history)
+        ended.extend(child_history)
         rows_active, rows_history = self._row_tasks(by_conversation)
         tasks.extend(rows_active)
-        history.extend(rows_history)
-        tool_history = self._tool_history(contexts)
-        history.extend(tool_history)
-        history_total = len(history)
-        history = history[-MAX_HISTORY:]
+        ended.extend(rows_history)
+        ended.extend(self._tool_history(contexts))
+        history_total = len(child_history) + len(rows_history) + sum(
+            driver.view.log(c.conversation_id).tools_finished for c in contexts
+        )
+        ended.sort(key=lambda item: item[0])
+        history = [build() for _seq, build in ended[-MAX_HISTORY:]]  # only the shown ones are built
         turns, turns_total = self._turns(by_conversation)
         main_log = driver.view.log(driver.contexts.main_conversation)
         return SessionSnapshot(
@@ -145,89 +151,100 @@ class SnapshotBuilder:
             )
         return out
 
-    def _tool_history(self, contexts: list[Context]) -> list[TaskState]:
-        out = []
+    def _tool_history(self, contexts: list[Context]) -> list[tuple[int, Callable[[], TaskState]]]:
+        out: list[tuple[int, Callable[[], TaskState]]] = []
         for context in contexts:
             log = self.driver.view.log(context.conversation_id)
             for item in log.tool_history:
-                out.append(
-                    TaskState(
-                        task_id=item["task_id"],
-                        kind="tool",
-                        name=item["name"],
-                        status=item["status"],
-                        target_id=context.target_id,
-                        request_id=item.get("request_id"),
-                        arguments=item["arguments"],
-                        result=item["result"],
-                    )
+                build = functools.partial(
+                    TaskState,
+                    task_id=item["task_id"],
+                    kind="tool",
+                    name=item["name"],
+                    status=item["status"],
+                    target_id=context.target_id,
+                    request_id=item.get("request_id"),
+                    arguments=item["arguments"],
+                    result=item["result"],
                 )
+                out.append((int(item.get("seq", 0)), build))
         return out
 
     def _subagent_tasks(
-        self, contexts: list[Context], by_conversation: dict[str, Context]
-    ) -> tuple[list[TaskState], list[TaskState]]:
+        self, by_conversation: dict[str, Context]
+    ) -> tuple[list[TaskState], list[tuple[int, Callable[[], TaskState]]]]:
         driver = self.driver
         active: list[TaskState] = []
-        done: list[TaskState] = []
+        done: list[tuple[int, Callable[[], TaskState]]] = []
         for child in by_conversation.values():
             if child.kind != "subagent":
                 continue
-            log = driver.view.log(child.conversation_id)
             receipt = driver.view.receipts.get(f"{child.conversation_id}:task")
             final = (receipt.payload.get("final") if receipt else None) or {}
-            status = final.get("status") or ("paused" if (log.op or {}).get("phase") == "paused" else "running")
-            parent = by_conversation.get(_parent_conversation(child.conversation_id))
-            task = TaskState(
-                task_id=child.conversation_id,
-                kind="subagent",
-                name=child.label or "subagent",
-                status=status,
-                stopping=log.cancel_marker is not None and not final,
-                target_id=child.target_id,
-                parent_task_id=f"{child.owner_call!s}" if child.owner_call else None,
-                request_id=f"{child.conversation_id}:task",
-                arguments={"task": child.label, "background": child.background},
-                result=final.get("text") if final.get("status") == "completed" else None,
-                error=final.get("error"),
-                background=child.background,
-                detail={
-                    "parent_target_id": parent.target_id if parent else child.parent_target_id,
-                    "tools": list(child.tools or ()),
-                    "deleted": child.deleted,
-                },
-            )
-            (done if final else active).append(task)
+            build = functools.partial(self._subagent_task, child, final)
+            if final:
+                done.append((receipt.seq if receipt else 0, build))
+            else:
+                active.append(build())
         return active, done
 
-    def _row_tasks(self, by_conversation: dict[str, Context]) -> tuple[list[TaskState], list[TaskState]]:
+    def _subagent_task(self, child: Context, final: dict[str, Any]) -> TaskState:
+        log = self.driver.view.log(child.conversation_id)
+        status = final.get("status") or ("paused" if (log.op or {}).get("phase") == "paused" else "running")
+        return TaskState(
+            task_id=child.conversation_id,
+            kind="subagent",
+            name=child.label or "subagent",
+            status=status,
+            stopping=log.cancel_marker is not None and not final,
+            target_id=child.target_id,
+            parent_task_id=child.owner_call,
+            request_id=f"{child.conversation_id}:task",
+            arguments={"task": child.label, "background": child.background},
+            result=final.get("text") if final.get("status") == "completed" else None,
+            error=final.get("error"),
+            background=child.background,
+            detail={
+                "parent_target_id": child.parent_target_id,
+                "tools": list(child.tools or ()),
+                "deleted": child.deleted,
+            },
+        )
+
+    def _row_tasks(
+        self, by_conversation: dict[str, Context]
+    ) -> tuple[list[TaskState], list[tuple[int, Callable[[], TaskState]]]]:
         """Task rows of the store: background compactions and durable tasks (extensions)."""
-        driver = self.driver
         active: list[TaskState] = []
-        done: list[TaskState] = []
-        for row in driver.view.tasks.values():
-            payload = row.payload
-            context = by_conversation.get(row.conversation_id)
-            target_id = context.target_id if context else 0
-            kind: Literal["compaction", "task"] = "compaction" if payload.get("kind") == "compaction" else "task"
-            status = str(payload.get("status", "running"))
-            terminal = status in ("completed", "failed", "aborted", "orphaned", "cancelled")
-            task = TaskState(
-                task_id=row.task_id,
-                kind=kind,
-                name=str(payload.get("name", kind)),
-                status=status,
-                stopping=bool(payload.get("stopping")) and not terminal,
-                target_id=target_id,
-                parent_task_id=payload.get("parent_id"),
-                arguments=payload.get("input"),
-                result=outcome.get("result") if isinstance(outcome := payload.get("outcome"), dict) else None,
-                error=payload.get("error"),
-                background=bool(payload.get("background")),
-                detail={k: v for k, v in payload.items() if k not in ("input", "name", "status", "kind")},
-            )
-            (done if terminal else active).append(task)
+        done: list[tuple[int, Callable[[], TaskState]]] = []
+        for row in self.driver.view.tasks.values():
+            terminal = str(row.payload.get("status", "running")) in TERMINAL_TASKS
+            build = functools.partial(self._row_task, row, by_conversation, terminal)
+            if terminal:
+                done.append((row.seq, build))
+            else:
+                active.append(build())
         return active, done
+
+    @staticmethod
+    def _row_task(row: TaskRow, by_conversation: dict[str, Context], terminal: bool) -> TaskState:
+        payload = row.payload
+        context = by_conversation.get(row.conversation_id)
+        kind: Literal["compaction", "task"] = "compaction" if payload.get("kind") == "compaction" else "task"
+        return TaskState(
+            task_id=row.task_id,
+            kind=kind,
+            name=str(payload.get("name", kind)),
+            status=str(payload.get("status", "running")),
+            stopping=bool(payload.get("stopping")) and not terminal,
+            target_id=context.target_id if context else 0,
+            parent_task_id=payload.get("parent_id"),
+            arguments=payload.get("input"),
+            result=outcome.get("result") if isinstance(outcome := payload.get("outcome"), dict) else None,
+            error=payload.get("error"),
+            background=bool(payload.get("background")),
+            detail={k: v for k, v in payload.items() if k not in ("input", "name", "status", "kind")},
+        )
 
     # --- turns, receipts, usage -------------------------------------------------------------
 
@@ -283,10 +300,6 @@ class SnapshotBuilder:
             total = merged(itertools.chain([own], (driver.ledger.conversation(c.conversation_id) for c in children)))
             out.append(SessionUsage(target_id=context.target_id, own=UsageTotals(**own), total=UsageTotals(**total)))
         return out
-
-
-def _parent_conversation(conversation_id: str) -> str:
-    return conversation_id.split("/sub/", 1)[0] if "/sub/" in conversation_id else ""
 
 
 def _descends(child: Context, ancestor: Context, contexts: list[Context]) -> bool:
