@@ -65,7 +65,9 @@ class Counter:
 
     def check(self, who: str, turns: int) -> None:
         if self.calls != turns or self.arguments != list(range(turns)):
-            raise AssertionError(f"{who}: the tool ran {self.calls} times (arguments {self.arguments[:5]}…), not {turns}")
+            raise AssertionError(
+                f"{who}: the tool ran {self.calls} times (arguments {self.arguments[:5]}…), not {turns}"
+            )
 
 
 def loop_script(turns: int) -> list[list[dict[str, Any]]]:
@@ -179,14 +181,29 @@ async def replay_floor(url: str, requests: list[RawRequest]) -> tuple[float, flo
 def completions_bodies(turns: int, model: str = "bench-model") -> list[RawRequest]:
     """The smallest Chat Completions requests of the same loop (system, user, then one call and
     one result per turn, the one tool declared), pre-encoded: the floor no framework can beat."""
-    tool = {"type": "function", "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": TOOL_PARAMETERS}}
+    tool = {
+        "type": "function",
+        "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": TOOL_PARAMETERS},
+    }
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": PROMPT}]
     bodies: list[RawRequest] = []
     headers = {"authorization": "Bearer k", "content-type": "application/json"}
     for i in range(turns + 1):
-        body = {"model": model, "messages": messages, "tools": [tool], "stream": True, "stream_options": {"include_usage": True}}
-        bodies.append(RawRequest(PATHS["openai-completions"], headers, json.dumps(body, separators=(",", ":")).encode()))
-        call = {"id": f"call_{i}", "type": "function", "function": {"name": TOOL_NAME, "arguments": json.dumps({"n": i})}}
+        body = {
+            "model": model,
+            "messages": messages,
+            "tools": [tool],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        bodies.append(
+            RawRequest(PATHS["openai-completions"], headers, json.dumps(body, separators=(",", ":")).encode())
+        )
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": TOOL_NAME, "arguments": json.dumps({"n": i})},
+        }
         messages = [
             *messages,
             {"role": "assistant", "content": "Working on it.", "tool_calls": [call]},

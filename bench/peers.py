@@ -273,7 +273,9 @@ async def langgraph(ctx: Context, turns: int, *, persist: bool) -> Sample:
 
         async def loop() -> None:
             last: Any = None
-            async for chunk in graph.astream({"messages": [("user", PROMPT)]}, config, stream_mode=["messages", "values"]):
+            async for chunk in graph.astream(
+                {"messages": [("user", PROMPT)]}, config, stream_mode=["messages", "values"]
+            ):
                 mode, payload = chunk
                 if mode == "values":
                     last = payload
@@ -363,7 +365,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 wall = statistics.median(s.wall for s in got) / turns * 1000
                 cpu = statistics.median(s.cpu for s in got) / turns * 1000
                 ratio = statistics.median(a.wall / f.wall for a, f in zip(got, floor_samples, strict=True))
-                results.append({"participant": name, "turns": turns, "ms_per_turn": wall, "ratio": ratio, "cpu_ms_per_turn": cpu})
+                results.append(
+                    {"participant": name, "turns": turns, "ms_per_turn": wall, "ratio": ratio, "cpu_ms_per_turn": cpu}
+                )
                 print(f"  {name:<30}{wall:>9.2f}{ratio:>9.2f}{cpu:>13.2f}", flush=True)
     return {"machine": machine(), "results": results, "failed": failed, "not_offered": NOT_OFFERED}
 
