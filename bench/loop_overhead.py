@@ -1,171 +1,199 @@
-"""Tool-loop overhead against the raw transport floor (issue 2 benchmark).
+"""agentcore's tool loop against the raw transport floor, on all three wire protocols.
 
-Runs an N-turn tool loop (each turn: one streamed request whose history grows by a tool call
-and its result) through the real runtime with durability on (SQLite store), against the
-fake provider server on loopback. Then, in the same run, replays the *same request bodies*
-with raw ``httpx`` streaming and reads the same SSE bytes: that is the floor. Prints the
-ratio runtime/floor per request, and events per second.
+An N-turn loop: each turn is one streamed request answered with a short text and one call of
+the benchmark's only tool (``increment``, a real function that bumps a counter), then one final
+request answered with text: N + 1 requests whose history grows by a call and a result per turn.
+The runtime is offered exactly that tool (``extra_tools=[increment]``, ``tools=["increment"]``),
+and every run asserts that the tool ran N times with arguments 0..N-1, that the server answered
+N + 1 requests and that the run ended ``completed``.
 
-The server shares the event loop (and thread) with the client, so process CPU time covers
-both sides of both runs; the CPU columns are the steadier signal on a busy machine, where
-wall time also counts waiting for a core.
+Variants, interleaved (the order rotates every repeat) and reported as medians:
 
-    python bench/loop_overhead.py [--turns 50 100] [--api-kind openai-completions] [--repeat 3]
+- ``memory``: ``create_agent(...)`` without a database (in-memory store);
+- ``sqlite``: ``database_path=`` a fresh SQLite file (durability on);
+- ``floor``: raw ``httpx`` posting the runtime's exact request bytes (captured from an
+  untimed SQLite run of the same N, headers included) on one pooled connection and reading
+  every SSE byte unparsed.
+
+The fake provider runs in a child process (``bench/loopkit.py``), so the CPU columns are this
+process's, i.e. the client's alone; "overhead" is the runtime's CPU per turn above the floor's.
+Ratios are medians of per-repeat ratios (each repeat measures every variant back to back).
+
+    python bench/loop_overhead.py [--turns 10 100 500] [--api-kind openai-completions ...]
+                                  [--repeat 5] [--json results.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+from loopkit import (
+    PATHS,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    TOOL_PARAMETERS,
+    Counter,
+    ProviderProcess,
+    RawRequest,
+    Sample,
+    loop_script,
+    machine,
+    replay_floor,
+    timed,
+)
 
-from agentcore import AgentTool, ToolResult, create_agent
-from agentcore.testing.fake_server import FakeProviderServer
-from agentcore.testing.steps import Text, ToolCall, Usage
+from agentcore import AgentTool, ToolContext, ToolResult, create_agent
 
-PATHS = {
-    "openai-completions": "/chat/completions",
-    "openai-responses": "/responses",
-    "anthropic-messages": "/messages",
-}
+VARIANTS = ("memory", "sqlite", "floor")
 
 
-async def _echo(arguments: dict[str, Any], ctx: Any) -> ToolResult:
-    return ToolResult.text(f"echo {arguments.get('n')}")
+def counting_tool(counter: Counter) -> AgentTool:
+    async def execute(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return ToolResult.text(counter.bump(arguments["n"]))
+
+    return AgentTool(name=TOOL_NAME, description=TOOL_DESCRIPTION, parameters=TOOL_PARAMETERS, execute=execute)
 
 
-ECHO = AgentTool(
-    name="echo",
-    description="Echo a number back.",
-    parameters={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
-    execute=_echo,
-    read_only=True,
-    replay="safe",
+async def run_agentcore(
+    provider: ProviderProcess, api_kind: str, turns: int, database: Path | None, workdir: Path
+) -> Sample:
+    """One timed loop (``run()`` from the prompt to the end event); asserts it really looped."""
+    counter = Counter()
+    tool = counting_tool(counter)
+    provider.script(loop_script(turns))
+    options: dict[str, Any] = {
+        "provider": "bench",
+        "model": "bench-model",
+        "base_url": provider.base_url,
+        "api_key": "k",
+        "api_kind": api_kind,
+        "workdir": str(workdir),
+        "extra_tools": [tool],
+        "tools": [TOOL_NAME],
+    }
+    if database is not None:
+        options["database_path"] = str(database)
+    runtime = await create_agent(**options)
+    last: list[Any] = []
+
+    async def loop() -> None:
+        async for event in runtime.run("Count with the increment tool."):
+            last[:] = [event]
+
+    try:
+        sample = await timed(loop)
+    finally:
+        await runtime.close()
+    end = last[0] if last else None
+    if end is None or end.type != "end" or end.status != "completed":
+        raise AssertionError(f"agentcore {api_kind}: the run did not complete: {end!r}")
+    counter.check(f"agentcore {api_kind}", turns)
+    served = provider.request_count()
+    if served != turns + 1:
+        raise AssertionError(f"agentcore {api_kind}: {served} requests, expected {turns + 1}")
+    return sample
+
+
+async def run_floor(provider: ProviderProcess, turns: int, requests: list[RawRequest]) -> Sample:
+    provider.script(loop_script(turns))
+    wall, cpu = await replay_floor(provider.url, requests)
+    return Sample(wall, cpu)
+
+
+async def measure(provider: ProviderProcess, api_kind: str, turns: int, repeat: int, tmp: Path) -> dict[str, Any]:
+    workdir = tmp / "work"
+    workdir.mkdir(exist_ok=True)
+    runs = 0
+
+    def fresh_db() -> Path:
+        nonlocal runs
+        runs += 1
+        return tmp / f"{api_kind}-{turns}-{runs}.sqlite"
+
+    await run_agentcore(provider, api_kind, turns, fresh_db(), workdir)  # warm-up; its bytes are the floor's
+    requests = provider.raw_requests()
+    if any(r.path != PATHS[api_kind] for r in requests):
+        raise AssertionError(f"unexpected request paths: {sorted({r.path for r in requests})}")
+    samples: dict[str, list[Sample]] = {v: [] for v in VARIANTS}
+    for attempt in range(repeat):
+        order = VARIANTS[attempt % 3 :] + VARIANTS[: attempt % 3]
+        for variant in order:
+            if variant == "floor":
+                sample = await run_floor(provider, turns, requests)
+            else:
+                database = fresh_db() if variant == "sqlite" else None
+                sample = await run_agentcore(provider, api_kind, turns, database, workdir)
+                if database is not None:
+                    for path in database.parent.glob(database.name + "*"):
+                        path.unlink()
+            samples[variant].append(sample)
+    return summarise(samples, turns)
+
+
+def summarise(samples: dict[str, list[Sample]], turns: int) -> dict[str, Any]:
+    def per_turn(variant: str, attr: str) -> float:
+        return statistics.median(getattr(s, attr) for s in samples[variant]) / turns * 1000
+
+    def ratio(variant: str, attr: str) -> float:
+        pairs = zip(samples[variant], samples["floor"], strict=True)
+        return statistics.median(getattr(a, attr) / getattr(f, attr) for a, f in pairs)
+
+    result: dict[str, Any] = {"turns": turns, "repeat": len(samples["floor"])}
+    for variant in VARIANTS:
+        result[f"{variant}_ms"] = per_turn(variant, "wall")
+        result[f"{variant}_cpu_ms"] = per_turn(variant, "cpu")
+    for variant in ("memory", "sqlite"):
+        result[f"{variant}_ratio"] = ratio(variant, "wall")
+        result[f"{variant}_best_ratio"] = min(s.wall for s in samples[variant]) / min(s.wall for s in samples["floor"])
+        result[f"{variant}_cpu_overhead_ms"] = result[f"{variant}_cpu_ms"] - result["floor_cpu_ms"]
+    return result
+
+
+HEADER = (
+    f"{'api kind':<20}{'N':>5}{'floor':>8}{'memory':>8}{'sqlite':>8}{'mem ×':>7}{'sql ×':>7}{'sql best×':>10}"
+    f"{'floor cpu':>10}{'sql cpu':>9}{'sql cpu over':>13}"
 )
 
 
-def _script(turns: int) -> list[list[Any]]:
-    script: list[list[Any]] = [
-        [Text("Working on it."), ToolCall("echo", {"n": i}, id=f"call_{i}"), Usage(input=100 + i, output=20)]
-        for i in range(turns - 1)
-    ]
-    script.append([Text("All done."), Usage(input=200, output=5)])
-    return script
-
-
-async def run_agent(
-    server: FakeProviderServer, api_kind: str, turns: int, db: Path, cpu_times: list[float] | None = None
-) -> tuple[float, int]:
-    """(wall seconds, events) of one loop; its process CPU seconds are appended to ``cpu_times``."""
-    server.reset()
-    server.enqueue(*_script(turns))
-    runtime = await create_agent(
-        provider="bench",
-        model="bench-model",
-        base_url=server.base_url,
-        api_key="k",
-        api_kind=api_kind,
-        database_path=str(db),
-        extra_tools=[ECHO],
-        tools=[],
+def row(api_kind: str, r: dict[str, Any]) -> str:
+    return (
+        f"{api_kind:<20}{r['turns']:>5}{r['floor_ms']:>8.2f}{r['memory_ms']:>8.2f}{r['sqlite_ms']:>8.2f}"
+        f"{r['memory_ratio']:>7.2f}{r['sqlite_ratio']:>7.2f}{r['sqlite_best_ratio']:>10.2f}"
+        f"{r['floor_cpu_ms']:>10.2f}{r['sqlite_cpu_ms']:>9.2f}{r['sqlite_cpu_overhead_ms']:>13.2f}"
     )
-    events = 0
-    cpu_start = time.process_time()
-    start = time.perf_counter()
-    async for _event in runtime.run(f"count to {turns}"):
-        events += 1
-    elapsed = time.perf_counter() - start
-    if cpu_times is not None:
-        cpu_times.append(time.process_time() - cpu_start)
-    await runtime.close()
-    return elapsed, events
 
 
-async def run_raw(
-    server: FakeProviderServer, api_kind: str, turns: int, bodies: list[bytes], cpu_times: list[float] | None = None
-) -> float:
-    server.reset()
-    server.enqueue(*_script(turns))
-    url = server.base_url + PATHS[api_kind]
-    headers = {"authorization": "Bearer k", "content-type": "application/json", "anthropic-version": "2023-06-01"}
-    async with httpx.AsyncClient(timeout=30) as client:
-        cpu_start = time.process_time()
-        start = time.perf_counter()
-        for body in bodies:
-            async with client.stream("POST", url, content=body, headers=headers) as response:
-                async for _chunk in response.aiter_raw():
-                    pass
-        elapsed = time.perf_counter() - start
-        if cpu_times is not None:
-            cpu_times.append(time.process_time() - cpu_start)
-        return elapsed
-
-
-async def measure(api_kind: str, turns: int, repeat: int) -> dict[str, float]:
-    ratios, agent_times, raw_times, rates = [], [], [], []
-    agent_cpu: list[float] = []
-    raw_cpu: list[float] = []
-    async with FakeProviderServer() as server:
-        with tempfile.TemporaryDirectory() as tmp:
-            for attempt in range(repeat):
-                db = Path(tmp) / f"bench-{attempt}.sqlite"
-                agent_s, events = await run_agent(server, api_kind, turns, db, agent_cpu)
-                bodies = [
-                    request.raw_body if hasattr(request, "raw_body") else _encode(request.body)
-                    for request in server.requests
-                ]
-                raw_s = await run_raw(server, api_kind, turns, bodies, raw_cpu)
-                agent_times.append(agent_s)
-                raw_times.append(raw_s)
-                ratios.append(agent_s / raw_s)
-                rates.append(events / agent_s)
-    return {
-        "agent_ms_per_turn": statistics.median(agent_times) / turns * 1000,
-        "raw_ms_per_turn": statistics.median(raw_times) / turns * 1000,
-        "ratio": statistics.median(ratios),
-        "events_per_s": statistics.median(rates),
-        "agent_cpu_ms_per_turn": statistics.median(agent_cpu) / turns * 1000,
-        "raw_cpu_ms_per_turn": statistics.median(raw_cpu) / turns * 1000,
-        "cpu_ratio": statistics.median(a / r for a, r in zip(agent_cpu, raw_cpu, strict=True)),
-        # Best-of-N on each side (as timeit reports): the intrinsic cost with the VM's
-        # neighbours' noise removed; on a shared 2-core VM single runs swing by ±20%.
-        "best_ratio": min(agent_times) / min(raw_times),
-    }
-
-
-def _encode(body: Any) -> bytes:
-    import json
-
-    return json.dumps(body, separators=(",", ":")).encode()
+async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    print(machine())
+    print("ms per turn (wall, medians); × = median of per-repeat ratios to the floor; cpu = this process only")
+    print(HEADER, flush=True)
+    with ProviderProcess() as provider, tempfile.TemporaryDirectory(prefix="loop-bench-") as tmp:
+        for api_kind in args.api_kind:
+            for turns in args.turns:
+                result = await measure(provider, api_kind, turns, args.repeat, Path(tmp))
+                result["api_kind"] = api_kind
+                results.append(result)
+                print(row(api_kind, result), flush=True)
+    return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--turns", type=int, nargs="+", default=[50, 100])
-    parser.add_argument(
-        "--api-kind", nargs="+", default=["openai-completions", "openai-responses", "anthropic-messages"]
-    )
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--turns", type=int, nargs="+", default=[10, 100, 500])
+    parser.add_argument("--api-kind", nargs="+", default=list(PATHS), choices=list(PATHS))
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    print(
-        f"{'api kind':<22}{'turns':>6}{'agent ms/turn':>15}{'raw ms/turn':>13}{'ratio':>8}{'events/s':>11}"
-        f"{'agent cpu':>11}{'raw cpu':>9}{'cpu ratio':>11}{'best-of ratio':>15}"
-    )
-    for api_kind in args.api_kind:
-        for turns in args.turns:
-            result = asyncio.run(measure(api_kind, turns, args.repeat))
-            print(
-                f"{api_kind:<22}{turns:>6}{result['agent_ms_per_turn']:>15.2f}{result['raw_ms_per_turn']:>13.2f}"
-                f"{result['ratio']:>8.2f}{result['events_per_s']:>11.0f}"
-                f"{result['agent_cpu_ms_per_turn']:>11.2f}{result['raw_cpu_ms_per_turn']:>9.2f}{result['cpu_ratio']:>11.2f}"
-                f"{result['best_ratio']:>15.2f}"
-            )
+    results = asyncio.run(main_async(args))
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(), "results": results}, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,139 @@
+"""Start a real Studio (daphne) for a benchmark: own data dir, file database, a logged-in user.
+
+``StudioProcess`` migrates a fresh data dir, sets Django up in *this* process (the benchmark
+creates models and sessions through the ORM, on the same SQLite file daphne uses), logs a user
+in, and runs ``daphne studio.asgi:application`` on a free loopback port. ``cpu_seconds()``
+reads daphne's CPU time from ``/proc``; ``py_spy(out)`` samples it until ``stop_py_spy()``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class StudioProcess:
+    """Context manager: a migrated data dir, Django set up here, daphne serving it."""
+
+    def __init__(self, *, debug: bool = False, env: dict[str, str] | None = None) -> None:
+        self.data_dir = Path(tempfile.mkdtemp(prefix="studio-bench-"))
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "STUDIO_DATA_DIR": str(self.data_dir),
+            "DJANGO_SETTINGS_MODULE": "studio.settings",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "DJANGO_DEBUG": "1" if debug else "0",
+            "DJANGO_SECRET_KEY": "bench-only-secret-key-not-for-production-0123456789",
+            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "DJANGO_CSRF_TRUSTED_ORIGINS": self.base,
+            "DJANGO_SECURE_COOKIES": "0",
+            "STUDIO_LOG_LEVEL": "WARNING",
+            **(env or {}),
+        }
+        self.cookie = ""
+        self.csrf = ""
+        self.user: Any = None
+        self._server: subprocess.Popen[bytes] | None = None
+        self._spy: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+
+    def __enter__(self) -> StudioProcess:
+        keys = [k for k in self.env if k.startswith(("STUDIO_", "DJANGO_"))]
+        os.environ.update({k: self.env[k] for k in keys})
+        if str(ROOT) not in sys.path:
+            sys.path.insert(0, str(ROOT))
+        subprocess.run(
+            [sys.executable, "manage.py", "studio", "--no-serve"],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+        )
+        import django
+
+        django.setup()
+        from django.contrib.auth import get_user_model
+        from django.test import Client
+        from django.utils.crypto import get_random_string
+
+        self.user = get_user_model().objects.create_user("bench", password="bench-pass-123")
+        client = Client()
+        client.force_login(self.user)
+        self.csrf = get_random_string(32)  # an unmasked secret is valid as both cookie and header
+        self.cookie = f"sessionid={client.cookies['sessionid'].value}; csrftoken={self.csrf}"
+        self._log = open(self.data_dir / "daphne.log", "wb")
+        self._server = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "studio.asgi:application"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(self.base + "/login/", timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self._server.poll() is not None:
+                    raise RuntimeError(f"daphne did not start; see {self.data_dir / 'daphne.log'}") from None
+                time.sleep(0.1)  # polling a starting process, not synchronisation
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_py_spy()
+        if self._server is not None:
+            self._server.terminate()
+            self._server.wait(timeout=15)
+        if self._log is not None:
+            self._log.close()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    @property
+    def pid(self) -> int:
+        assert self._server is not None
+        return self._server.pid
+
+    def cpu_seconds(self) -> float:
+        """daphne's user + system CPU time so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def py_spy(self, out: Path, rate: int = 250) -> None:
+        """Start sampling daphne with py-spy (collapsed stacks, ``bench/profile_top.py`` reads them).
+
+        ``--gil``: only the thread holding the GIL is sampled, so the shares are of daphne's
+        Python CPU time (threads parked in the executor pools would otherwise dominate)."""
+        exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        if not Path(exe).exists():
+            raise RuntimeError("py-spy is not installed: pip install py-spy (it is in the bench extra)")
+        self._spy = subprocess.Popen(
+            [exe, "record", "--pid", str(self.pid), "--gil", "--format", "raw", "--rate", str(rate), "-o", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def stop_py_spy(self) -> None:
+        spy, self._spy = self._spy, None
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            spy.wait(timeout=60)
