@@ -3,8 +3,10 @@
 One transaction per token would cost more than the model stream itself, so deltas are
 merged per content block and committed at most every ``FLUSH_INTERVAL_S`` (or when the
 buffer grows past ``FLUSH_CHARS``). The events describing a fragment are released only after
-its commit, so the durable window a crash can lose is the text of the last 50 ms — and no
-client has seen that text either.
+its commit, so the durable window a crash can lose is the text of the last 20 ms — and no
+client has seen that text either. 20 ms keeps the delay the durable commit adds to the first
+token under the 20 ms a person notices (it was 50 ms); a reply that streams in less than that
+still costs no extra commit, since its fragments settle with the message.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from agentcore.messages import AssistantMessage, TextContent, ThinkingContent
 
-FLUSH_INTERVAL_S = 0.05
+FLUSH_INTERVAL_S = 0.02
 FLUSH_CHARS = 16_384
 
 

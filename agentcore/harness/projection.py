@@ -14,7 +14,7 @@ that conversation's state at that entry.
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -50,7 +50,9 @@ CommitListener = Callable[[Commit, int], None]
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """A random 128-bit hex id (the format of ``uuid4().hex``, at a quarter of its cost: one is
+    made for every entry of the hot loop)."""
+    return os.urandom(16).hex()
 
 
 def op_key(conversation_id: str) -> str:

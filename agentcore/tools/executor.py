@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -75,20 +76,50 @@ class InvalidSchema(Exception):
         self.message = message
 
 
+class _Validators:
+    """One checked validator per schema object, reused for every call.
+
+    Checking a schema and building its validator costs far more than validating one call (it
+    was half of the engine's time in a fast tool loop), and a tool's schema is a long-lived
+    object. Keyed by identity, holding the schema so the id cannot be reused while cached;
+    a schema mutated after its first use is not supported (tools are immutable by contract).
+    """
+
+    __slots__ = ("_entries", "_limit")
+
+    def __init__(self, limit: int = 512) -> None:
+        self._entries: OrderedDict[int, tuple[dict[str, Any], Any]] = OrderedDict()
+        self._limit = limit
+
+    def get(self, schema: dict[str, Any]) -> Any:
+        entry = self._entries.get(id(schema))
+        if entry is not None and entry[0] is schema:
+            self._entries.move_to_end(id(schema))
+            return entry[1]
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise InvalidSchema(exc.message) from None
+        validator = Draft202012Validator(schema)
+        self._entries[id(schema)] = (schema, validator)
+        if len(self._entries) > self._limit:
+            self._entries.popitem(last=False)
+        return validator
+
+
+_VALIDATORS = _Validators()
+
+
 def validate_against(schema: dict[str, Any], instance: Any) -> list[ValidationError]:
     """All errors of ``instance`` against a Draft 2020-12 ``schema``; a broken schema raises ``InvalidSchema``.
 
     ``jsonschema`` is imported on first use: it is a large part of ``import agentcore``'s cost
     and a runtime that never validates a tool call should not pay it.
     """
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise InvalidSchema(exc.message) from None
-    return list(Draft202012Validator(schema).iter_errors(instance))
+    return list(_VALIDATORS.get(schema).iter_errors(instance))
 
 
 def prepare_call(tool: AgentTool, raw_arguments: Any) -> dict[str, Any] | ToolResult:

@@ -326,3 +326,31 @@ def schema_of(db: Path) -> list[tuple[str, str, str]]:
         return [(t, n, " ".join(s.split())) for t, n, s in rows]
     finally:
         conn.close()
+
+
+def test_wal_is_checkpointed_off_the_commit_path(tmp_path) -> None:
+    """D1/perf: SQLite's automatic checkpoint is off (it used to land inside commits and double
+    their cost as the WAL grew); every 500 commits a PASSIVE checkpoint copies the WAL into the
+    database file on another thread, so the file holds the data and the WAL stays bounded."""
+    from agentcore.harness.sqlite_store import CHECKPOINT_EVERY, SqliteStorage
+    from agentcore.harness.storage import Commit, Entry
+
+    path = tmp_path / "wal.sqlite"
+    storage = SqliteStorage.open(path)
+    try:
+        assert storage._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        payload = {"text": "x" * 2000}
+        before = path.stat().st_size
+        for n in range(CHECKPOINT_EVERY):
+            storage.commit(Commit(entries=[Entry(f"e{n}", "main", None, "fragment", payload)]))
+        checkpointer = storage._checkpointer
+        assert checkpointer is not None
+        checkpointer.join(timeout=30)
+        assert path.stat().st_size - before > CHECKPOINT_EVERY * 2000 // 2, "the pages reached the database file"
+    finally:
+        storage.close()
+    reopened = SqliteStorage.open(path)
+    try:
+        assert len(reopened.load().entries) == CHECKPOINT_EVERY
+    finally:
+        reopened.close()
