@@ -29,6 +29,7 @@ from typing import Any, Final
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.display import decode_bytes, display_name, incremental_decoder
+from agentcore.tools.environment import execution_env
 from agentcore.tools.lifeline import new_call_token, process_lifeline
 from agentcore.tools.truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 
@@ -258,7 +259,7 @@ def _result(out: OutputCollector, code: int | None, outcome: str, timeout: float
 
 async def _execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     timeout = float(args.get("timeout") or DEFAULT_TIMEOUT)
-    return await run_command(args["command"], min(timeout, MAX_TIMEOUT), ctx)
+    return await execution_env(ctx).run_command(ctx, args["command"], min(timeout, MAX_TIMEOUT))
 
 
 def make_bash_tool() -> AgentTool:
