@@ -2,7 +2,9 @@
 
 The command runs as the host user via ``/bin/bash -c`` in ``workdir``. It is NOT confined to
 the workspace by any permission policy — only ``read-only`` (which does not expose bash at
-all) or a host-side sandbox limit what a command can do.
+all) or a host-side sandbox limit what a command can do. The tool hands the command to the
+call's execution environment (``environment``); ``run_command`` below is what runs it on the
+target — here for the local environment, in the worker for the remote one.
 
 The command gets its own process group (``start_new_session``), so a timeout or a cancel
 (``ctx.abort``) can stop everything it started: SIGTERM to the group, a short grace, then

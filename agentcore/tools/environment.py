@@ -83,7 +83,7 @@ class AgentExecutionEnv(Protocol):
 class LocalExecutionEnv:
     """The tools on this machine, as the host process: the guard is ``ctx.guard`` itself."""
 
-    def __init__(self, id: str = "local", label: str = "This machine") -> None:
+    def __init__(self, id: str = "local", label: str = "Local machine") -> None:
         self._id = id
         self._label = label
         self._closed = False

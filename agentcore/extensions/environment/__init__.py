@@ -269,7 +269,7 @@ class EnvironmentExtension(BaseExtension):
         await self.environment.cleanup()
 
 
-def local_environment(id: str = "local", label: str = "This machine") -> dict[str, Any]:
+def local_environment(id: str = "local", label: str = "Local machine") -> dict[str, Any]:
     """The ``session.environment`` option for this machine (what the tools do without it)."""
 
     async def open_local(target: ExecutionTarget, context: EnvironmentContext) -> AgentExecutionEnv:
