@@ -34,7 +34,7 @@ from agentcore.errors import InputValidationError, ToolError
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.session.extension import BaseExtension
 from agentcore.tools.base import ToolContext, ToolResult
-from agentcore.tools.environment import AgentExecutionEnv, FileOperation, LocalExecutionEnv
+from agentcore.tools.environment import ENV_KINDS, AgentExecutionEnv, FileOperation, LocalExecutionEnv
 
 if TYPE_CHECKING:
     from agentcore.extensions.environment.remote import RemoteExecutionEnv
@@ -216,7 +216,7 @@ def _misfit(opened: Any, declared: str) -> str | None:
         return f"open() returned {type(opened).__name__}, not an AgentExecutionEnv"
     if opened.id != declared:
         return f"open() returned an environment with id {opened.id!r}; the session declared {declared!r}"
-    if opened.kind not in ("local", "remote"):
+    if opened.kind not in ENV_KINDS:
         return f"open() returned an environment of kind {opened.kind!r}; expected local or remote"
     return None
 

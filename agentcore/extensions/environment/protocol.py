@@ -54,6 +54,8 @@ FILE_OPERATIONS: Final[dict[str, type[Any]]] = {
     "find": FindFiles,
 }
 
+_FIELD_TYPES: Final = {name: typing.get_type_hints(cls) for name, cls in FILE_OPERATIONS.items()}
+
 
 class ProtocolError(Exception):
     """A message that does not follow the protocol (the other side is broken or hostile)."""
@@ -91,7 +93,7 @@ def operation_from_json(data: Any) -> FileOperation:
     cls = FILE_OPERATIONS.get(data.get("name"))  # type: ignore[arg-type]
     if cls is None:
         raise ProtocolError(f"unknown file operation {data.get('name')!r}")
-    hints = typing.get_type_hints(cls)
+    hints = _FIELD_TYPES[data["name"]]
     args = data["args"]
     unknown = set(args) - set(hints)
     if unknown:
