@@ -34,6 +34,7 @@ from agentcore.errors import InputValidationError, ToolError
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.session.extension import BaseExtension
 from agentcore.tools.base import ToolContext, ToolResult
+from agentcore.tools.display import clean_text
 from agentcore.tools.environment import ENV_KINDS, AgentExecutionEnv, FileOperation, LocalExecutionEnv
 
 if TYPE_CHECKING:
@@ -260,7 +261,7 @@ class EnvironmentExtension(BaseExtension):
                 "label": env.label,
                 "kind": status.get("kind"),
                 "status": status.get("status"),
-                "message": str(message)[:1000] if message else None,
+                "message": clean_text(str(message))[:1000] if message else None,
                 "cwd": env.target.cwd,
             }
         }
