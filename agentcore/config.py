@@ -28,6 +28,7 @@ from agentcore.providers.base import Provider
 from agentcore.providers.registry import ProviderRegistry
 from agentcore.tools.ask_user import ASK_USER, ask_user_tool
 from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition
+from agentcore.tools.environment import AgentExecutionEnv
 from agentcore.tools.guard import PathGuard
 from agentcore.tools.selection import select_tools
 
@@ -71,7 +72,13 @@ class ConfigResolver:
         self.scratch = scratch
         self.compaction = compaction
         self.demo: DemoServer | None = None
+        self.environment: AgentExecutionEnv | None = None  # None: the tools run on this machine
         self._cache: dict[tuple[str, Any, bool, str], TurnConfig] = {}
+
+    def use_environment(self, environment: AgentExecutionEnv) -> None:
+        """Run the built-in tools of every later turn against ``environment`` (SPEC X5)."""
+        self.environment = environment
+        self._cache.clear()
 
     def clear(self) -> None:
         """Forget built configurations: workdirs, files and registrations may have changed."""
@@ -207,7 +214,8 @@ class ConfigResolver:
         mode = op.get("mode", opts.mode)
         web_search = _web_search(settings.get("web_search", opts.web_search), model)
         workdir = Path(settings.get("workdir") or opts.workdir or os.getcwd())
-        if not workdir.is_dir():
+        environment = self.environment
+        if environment is None and not workdir.is_dir():  # an environment checks it on its target
             raise InputValidationError(f"workdir {str(workdir)!r} is not a directory", field="workdir")
         policy = settings.get("permission_policy", opts.permission_policy)
         allowed = settings.get("allowed_directories", opts.allowed_directories)
@@ -245,6 +253,7 @@ class ConfigResolver:
                 tool_call_id=call_id,
                 accepts_images=model.accepts_images,
                 scratch_dir=scratch,
+                env=environment,
             )
 
         return TurnConfig(

@@ -123,7 +123,13 @@ class AgentRuntime:
         if self._session_options is not None:
             from agentcore.session.driver import SessionDriver
 
-            self.session = SessionDriver(self, self._session_options, view)
+            try:
+                self.session = SessionDriver(self, self._session_options, view)
+            except BaseException:  # an extension refused (e.g. another environment id): nothing stays open
+                storage.close()
+                release()
+                self._storage = self._view = None
+                raise
 
     async def close(self) -> None:
         """Release the owner lock. Writes nothing: unfinished work resumes on the next run."""
@@ -256,7 +262,14 @@ class AgentRuntime:
         kind = "memory" if label.startswith("memory") else "sqlite" if label.endswith((".sqlite", ".db")) else "custom"
         records: dict[str, Any] = {
             "storage": {"label": label, "kind": kind, "owner_id": self.owner_id},
-            "environment": {"id": "local", "label": "Local machine", "kind": "local", "status": "ready"},
+            "environment": {
+                "id": "local",
+                "label": "Local machine",
+                "kind": "local",
+                "status": "connected",
+                "message": None,
+                "cwd": self.options.workdir or os.getcwd(),
+            },
             "extensions": [],
             "catalogs": [],
             "code_mode": None,

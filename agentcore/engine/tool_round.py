@@ -32,8 +32,9 @@ from agentcore.messages import (
 from agentcore.providers.shared import RAW_ARGUMENTS_KEY
 from agentcore.tools.ask_user import ASK_USER
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.environment import AgentExecutionEnv, execution_env
 from agentcore.tools.executor import execute_call, prepare_call
-from agentcore.tools.lifeline import new_call_token, reap_orphaned_call
+from agentcore.tools.lifeline import new_call_token
 
 NO_ONE_TO_ASK = (
     "No one is available to answer questions in this run. Continue with your best assumptions "
@@ -135,7 +136,8 @@ class ToolRound(Decisions):
                 if tool is not None and intent.get("replay") == "safe" and tool.replay == "safe":
                     runnable.append((call, tool, intent["arguments"], display_id))
                 else:
-                    settled.append((call, await _interrupted(intent), display_id))
+                    environment = execution_env(cfg.tool_context(display_id, self.abort))
+                    settled.append((call, await _interrupted(intent, environment), display_id))
                 continue
             if tool is None:
                 settled.append((call, ToolResult.text(f"Unknown tool {call['name']!r}.", is_error=True), display_id))
@@ -360,13 +362,14 @@ class _Updates:
             yield self._items.popleft()
 
 
-async def _interrupted(intent: dict[str, Any]) -> ToolResult:
+async def _interrupted(intent: dict[str, Any], environment: AgentExecutionEnv) -> ToolResult:
     """The result of a ``never`` call a crash interrupted (D2): first make sure nothing the call
-    started is still running, then tell the model the outcome is unknown."""
+    started is still running — on the machine it ran on — then tell the model the outcome is
+    unknown."""
     token = intent.get("call_token")
     if token:
         try:
-            await reap_orphaned_call(str(token))
+            await environment.reap_call(str(token))
         except TimeoutError:
             return ToolResult.text(
                 f"{INTERRUPTED_RESULT} Some of its processes could not be stopped and may still be running.",

@@ -116,6 +116,7 @@ class BaseExtension:
 EXTENSION_MODULES: Mapping[str, str] = MappingProxyType(
     {
         "registry": "agentcore.extensions.tasks",
+        "environment": "agentcore.extensions.environment",
     }
 )
 

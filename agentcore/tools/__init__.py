@@ -1,8 +1,8 @@
 """Built-in tools, the permission guard, tool selection and the tool executor (SPEC T1–T3).
 
 ``builtin_tools()`` makes a fresh list of the seven built-in tools for one run; tools hold no
-state of their own — everything run-specific (workdir, permission guard, abort signal) comes
-in through ``ToolContext``.
+state of their own — everything run-specific (workdir, permission guard, abort signal, the
+execution environment they run against) comes in through ``ToolContext``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from agentcore.tools.base import AgentTool, Replay, ToolContext, ToolDefinition, ToolExecute, ToolResult
 from agentcore.tools.bash import make_bash_tool
 from agentcore.tools.edit import make_edit_tool
+from agentcore.tools.environment import AgentExecutionEnv, FileOperation, LocalExecutionEnv, execution_env
 from agentcore.tools.executor import PendingCall, execute_call, prepare_call, run_concurrently
 from agentcore.tools.guard import PERMISSION_POLICIES, PathGuard, PermissionPolicy, validate_policy
 from agentcore.tools.ls import make_ls_tool
@@ -38,7 +39,10 @@ __all__ = [
     "BUILTIN_TOOL_NAMES",
     "PERMISSION_POLICIES",
     "WRITE_TOOLS",
+    "AgentExecutionEnv",
     "AgentTool",
+    "FileOperation",
+    "LocalExecutionEnv",
     "Mode",
     "PathGuard",
     "PendingCall",
@@ -50,6 +54,7 @@ __all__ = [
     "ToolResult",
     "builtin_tools",
     "execute_call",
+    "execution_env",
     "prepare_call",
     "run_concurrently",
     "select_tools",

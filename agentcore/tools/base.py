@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from agentcore.messages import ImageContent, TextContent, UserContent
 
 if TYPE_CHECKING:
+    from agentcore.tools.environment import AgentExecutionEnv
     from agentcore.tools.guard import PathGuard
 
 Replay: TypeAlias = Literal["never", "safe"]
@@ -42,7 +43,13 @@ class ToolResult:
 
 @dataclass(slots=True)
 class ToolContext:
-    """What a running tool may use. ``guard`` enforces the permission policy for paths."""
+    """What a running tool may use.
+
+    ``guard`` is the permission policy for paths; ``env`` is where the built-in tools run
+    (``agentcore.tools.environment``): None means this machine, with ``guard`` enforcing the
+    policy here; an environment enforces ``guard.scope`` on its target. ``workdir`` is a path
+    on that target.
+    """
 
     workdir: Path
     guard: PathGuard
@@ -55,6 +62,7 @@ class ToolContext:
     # recovery can find what an interrupted call left running (``lifeline.reap_orphaned_call``).
     # The engine should store it with the call's intent; None → bash makes up a random one.
     call_token: str | None = None
+    env: AgentExecutionEnv | None = None
 
 
 ToolExecute: TypeAlias = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]

@@ -2,7 +2,9 @@
 
 The command runs as the host user via ``/bin/bash -c`` in ``workdir``. It is NOT confined to
 the workspace by any permission policy — only ``read-only`` (which does not expose bash at
-all) or a host-side sandbox limit what a command can do.
+all) or a host-side sandbox limit what a command can do. The tool hands the command to the
+call's execution environment (``environment``); ``run_command`` below is what runs it on the
+target — here for the local environment, in the worker for the remote one.
 
 The command gets its own process group (``start_new_session``), so a timeout or a cancel
 (``ctx.abort``) can stop everything it started: SIGTERM to the group, a short grace, then
@@ -29,6 +31,7 @@ from typing import Any, Final
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.display import decode_bytes, display_name, incremental_decoder
+from agentcore.tools.environment import execution_env
 from agentcore.tools.lifeline import new_call_token, process_lifeline
 from agentcore.tools.truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 
@@ -258,7 +261,7 @@ def _result(out: OutputCollector, code: int | None, outcome: str, timeout: float
 
 async def _execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     timeout = float(args.get("timeout") or DEFAULT_TIMEOUT)
-    return await run_command(args["command"], min(timeout, MAX_TIMEOUT), ctx)
+    return await execution_env(ctx).run_command(ctx, args["command"], min(timeout, MAX_TIMEOUT))
 
 
 def make_bash_tool() -> AgentTool:

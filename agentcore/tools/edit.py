@@ -12,15 +12,16 @@ The file keeps its BOM and its line-ending style; ``new_text`` is converted to t
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.environment import execution_env
 from agentcore.tools.guard import PathGuard
 from agentcore.tools.truncate import cut_line, truncate_head
 from agentcore.tools.write import write_all
@@ -232,8 +233,25 @@ def edit_path(guard: PathGuard, path: str, old_text: str, new_text: str) -> Tool
     return ToolResult.text(f"Edited {shown} at line {first} ({how}).\n{unified_diff(content, updated, shown)}")
 
 
+@dataclass(frozen=True, slots=True)
+class EditFile:
+    """The target half of ``edit`` (``environment.FileOperation``)."""
+
+    path: str
+    old_text: str
+    new_text: str
+
+    @property
+    def name(self) -> str:
+        return "edit"
+
+    def run(self, guard: PathGuard, should_stop: Callable[[], bool]) -> ToolResult:
+        return edit_path(guard, self.path, self.old_text, self.new_text)
+
+
 async def _execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    return await asyncio.to_thread(edit_path, ctx.guard, args["path"], args["old_text"], args["new_text"])
+    operation = EditFile(args["path"], args["old_text"], args["new_text"])
+    return await execution_env(ctx).run_file_operation(ctx, operation)
 
 
 def make_edit_tool() -> AgentTool:

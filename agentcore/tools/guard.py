@@ -22,6 +22,10 @@ Names that are not UTF-8 are shown as ``\\xNN`` escapes (``display``), and a pat
 written that way reaches the real file: ``resolve`` maps escapes back to bytes, component by
 component, when the literal name does not exist but the byte name does (``address_path``).
 
+An execution environment (``environment``) decides on the *target*: the guard is built where
+the files are, from a ``PathScope`` (the policy as plain data), and a remote target adds a
+``boundary`` (its root) that no policy — not even ``auto`` — can leave.
+
 Not covered: a hard link inside the workspace to an outside file looks like an inside file
 (only ``bash`` or the host could have made one).
 """
@@ -32,6 +36,7 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal, TypeAlias, get_args
 
@@ -97,11 +102,27 @@ def describe_os_error(exc: OSError, path: str) -> str:
     return f"{path}: {reason}"
 
 
+@dataclass(frozen=True, slots=True)
+class PathScope:
+    """The permission policy of a call as plain data: what a target needs to build its own guard.
+
+    ``workdir`` and ``allowed_directories`` are paths *on the target*, unresolved (relative
+    allowed directories are taken from ``workdir`` there).
+    """
+
+    workdir: str
+    policy: PermissionPolicy = "workspace"
+    allowed_directories: tuple[str, ...] = ()
+
+
 class PathGuard:
     """Resolves tool paths and enforces the permission policy; one per run.
 
-    ``before_open`` is a seam for tests: it is called with the checked real path right before
-    ``open_file`` opens it, so a test can swap in a symlink deterministically.
+    ``boundary`` (an execution environment's root) confines every path whatever the policy;
+    ``readable`` is the set of files outside the roots that may still be read (bash's saved
+    output), shared by the guards of one target. ``before_open`` is a seam for tests: it is
+    called with the checked real path right before ``open_file`` opens it, so a test can swap
+    in a symlink deterministically.
     """
 
     def __init__(
@@ -111,19 +132,26 @@ class PathGuard:
         allowed_directories: Iterable[str | os.PathLike[str]] | None = (),
         *,
         before_open: Callable[[Path], None] | None = None,
+        boundary: str | os.PathLike[str] | None = None,
+        readable: set[Path] | None = None,
     ) -> None:
         self.policy: PermissionPolicy = validate_policy(policy)
-        self.workdir = Path(os.path.realpath(os.path.abspath(workdir)))
+        given = os.path.abspath(workdir)
+        self.workdir = Path(os.path.realpath(given))
         roots = [self.workdir]
+        listed: list[str] = []
         for directory in allowed_directories or ():
-            text = os.path.expanduser(os.fspath(directory))
+            listed.append(os.fspath(directory))
+            text = os.path.expanduser(listed[-1])
             if "\x00" in text:
                 raise InputValidationError("allowed_directories entry contains a NUL byte", field="allowed_directories")
             real = Path(os.path.realpath(os.path.join(self.workdir, text)))
             if real not in roots:
                 roots.append(real)
         self.roots: tuple[Path, ...] = tuple(roots)
-        self._readable_files: set[Path] = set()
+        self.scope = PathScope(given, self.policy, tuple(listed))
+        self.boundary = Path(os.path.realpath(boundary)) if boundary is not None else None
+        self._readable_files: set[Path] = readable if readable is not None else set()
         self._before_open = before_open
 
     @property
@@ -139,11 +167,16 @@ class PathGuard:
         self._readable_files.add(Path(os.path.realpath(path)))
 
     def is_allowed(self, real: Path, *, write: bool = False) -> bool:
-        if not self.confined:
-            return True
         if not write and real in self._readable_files:
             return True
+        if not self.within_boundary(real):
+            return False
+        if not self.confined:
+            return True
         return any(real == root or real.is_relative_to(root) for root in self.roots)
+
+    def within_boundary(self, real: Path) -> bool:
+        return self.boundary is None or real == self.boundary or real.is_relative_to(self.boundary)
 
     def resolve(self, path: str, *, write: bool = False) -> Path:
         """The real path of ``path`` (relative paths are taken from ``workdir``), or a ToolError.
@@ -165,6 +198,12 @@ class PathGuard:
             raise ToolError(describe_os_error(exc, shown)) from None
         if not self.is_allowed(real, write=write):
             where = ", ".join(display_name(root) for root in self.roots)
+            inside_roots = any(real == root or real.is_relative_to(root) for root in self.roots)
+            if self.boundary is not None and (inside_roots or not self.confined):
+                raise ToolError(
+                    f"access denied: {shown} resolves to {display_name(real)}, which is outside the root of this "
+                    f"execution environment ({display_name(self.boundary)}); no permission policy reaches past it."
+                )
             raise ToolError(
                 f"access denied: {shown} resolves to {display_name(real)}, which is outside the workspace "
                 f"({where}). The permission policy '{self.policy}' confines file tools to the workspace."

@@ -7,14 +7,16 @@ show their odd bytes as ``\\xNN``; the other file tools accept a name written th
 
 from __future__ import annotations
 
-import asyncio
 import os
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.display import display_name
+from agentcore.tools.environment import execution_env
 from agentcore.tools.guard import PathGuard
 from agentcore.tools.truncate import MAX_BYTES, truncate_head
 
@@ -70,9 +72,24 @@ def ls_path(guard: PathGuard, path: str, limit: int) -> ToolResult:
     return ToolResult.text(bounded.text + ("\n\n" + "\n".join(notes) if notes else ""))
 
 
+@dataclass(frozen=True, slots=True)
+class ListDirectory:
+    """The target half of ``ls`` (``environment.FileOperation``)."""
+
+    path: str = "."
+    limit: int = LS_DEFAULT_LIMIT
+
+    @property
+    def name(self) -> str:
+        return "ls"
+
+    def run(self, guard: PathGuard, should_stop: Callable[[], bool]) -> ToolResult:
+        return ls_path(guard, self.path, self.limit)
+
+
 async def _execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    limit = int(args.get("limit") or LS_DEFAULT_LIMIT)
-    return await asyncio.to_thread(ls_path, ctx.guard, args.get("path") or ".", limit)
+    operation = ListDirectory(args.get("path") or ".", int(args.get("limit") or LS_DEFAULT_LIMIT))
+    return await execution_env(ctx).run_file_operation(ctx, operation)
 
 
 def make_ls_tool() -> AgentTool:

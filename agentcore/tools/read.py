@@ -7,17 +7,18 @@ slice that is shown (plus one pass counting its lines).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
 
 from agentcore.errors import ToolError
 from agentcore.inputs import image_mime_type
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.display import decode_bytes
+from agentcore.tools.environment import execution_env
 from agentcore.tools.guard import PathGuard
 from agentcore.tools.truncate import MAX_BYTES, MAX_LINE_CHARS, MAX_LINES, cut_line, format_size
 
@@ -159,12 +160,29 @@ def read_path(guard: PathGuard, path: str, offset: int, limit: int | None, accep
         return _read_text(handle, shown, offset, limit)
 
 
+@dataclass(frozen=True, slots=True)
+class ReadFile:
+    """The target half of ``read`` (``environment.FileOperation``)."""
+
+    path: str
+    offset: int = 1
+    limit: int | None = None
+    accepts_images: bool = True
+
+    @property
+    def name(self) -> str:
+        return "read"
+
+    def run(self, guard: PathGuard, should_stop: Callable[[], bool]) -> ToolResult:
+        return read_path(guard, self.path, self.offset, self.limit, self.accepts_images)
+
+
 async def _execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    offset = int(args.get("offset") or 1)
     limit = args.get("limit")
-    return await asyncio.to_thread(
-        read_path, ctx.guard, args["path"], offset, int(limit) if limit is not None else None, ctx.accepts_images
+    operation = ReadFile(
+        args["path"], int(args.get("offset") or 1), int(limit) if limit is not None else None, ctx.accepts_images
     )
+    return await execution_env(ctx).run_file_operation(ctx, operation)
 
 
 def make_read_tool() -> AgentTool:

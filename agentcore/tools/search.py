@@ -13,7 +13,6 @@ the convention of ``display``.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import stat
@@ -24,6 +23,7 @@ from typing import Any, Final
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.display import decode_bytes
+from agentcore.tools.environment import execution_env
 from agentcore.tools.guard import PathGuard
 from agentcore.tools.truncate import GREP_MAX_LINE_CHARS, MAX_BYTES, cut_line, truncate_head
 from agentcore.tools.walk import compile_glob, walk
@@ -258,15 +258,71 @@ def find_path(guard: PathGuard, path: str, pattern: str, limit: int, should_stop
     return ToolResult.text(bounded.text + ("\n\n" + "\n".join(notes) if notes else ""))
 
 
+@dataclass(frozen=True, slots=True)
+class GrepFiles:
+    """The target half of ``grep`` (``environment.FileOperation``): the query is compiled there."""
+
+    pattern: str
+    path: str = "."
+    glob: str | None = None
+    ignore_case: bool = False
+    literal: bool = False
+    context: int = 0
+    limit: int = GREP_DEFAULT_LIMIT
+
+    @property
+    def name(self) -> str:
+        return "grep"
+
+    def query(self) -> GrepQuery:
+        return compile_query(
+            {
+                "pattern": self.pattern,
+                "glob": self.glob,
+                "ignore_case": self.ignore_case,
+                "literal": self.literal,
+                "context": self.context,
+                "limit": self.limit,
+            }
+        )
+
+    def run(self, guard: PathGuard, should_stop: Callable[[], bool]) -> ToolResult:
+        return grep_path(guard, self.path, self.query(), should_stop)
+
+
+@dataclass(frozen=True, slots=True)
+class FindFiles:
+    """The target half of ``find`` (``environment.FileOperation``)."""
+
+    pattern: str
+    path: str = "."
+    limit: int = FIND_DEFAULT_LIMIT
+
+    @property
+    def name(self) -> str:
+        return "find"
+
+    def run(self, guard: PathGuard, should_stop: Callable[[], bool]) -> ToolResult:
+        return find_path(guard, self.path, self.pattern, self.limit, should_stop)
+
+
 async def _grep(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    query = compile_query(args)
-    return await asyncio.to_thread(grep_path, ctx.guard, args.get("path") or ".", query, ctx.abort.is_set)
+    operation = GrepFiles(
+        pattern=args["pattern"],
+        path=args.get("path") or ".",
+        glob=args.get("glob") or None,
+        ignore_case=bool(args.get("ignore_case", False)),
+        literal=bool(args.get("literal", False)),
+        context=int(args.get("context") or 0),
+        limit=int(args.get("limit") or GREP_DEFAULT_LIMIT),
+    )
+    operation.query()  # a bad pattern is refused here, before anything reaches the target
+    return await execution_env(ctx).run_file_operation(ctx, operation)
 
 
 async def _find(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    limit = int(args.get("limit") or FIND_DEFAULT_LIMIT)
-    path = args.get("path") or "."
-    return await asyncio.to_thread(find_path, ctx.guard, path, args["pattern"], limit, ctx.abort.is_set)
+    operation = FindFiles(args["pattern"], args.get("path") or ".", int(args.get("limit") or FIND_DEFAULT_LIMIT))
+    return await execution_env(ctx).run_file_operation(ctx, operation)
 
 
 def make_grep_tool() -> AgentTool:

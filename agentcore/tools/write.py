@@ -6,13 +6,15 @@ permission check cannot redirect the write outside the workspace.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from agentcore.errors import ToolError
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
+from agentcore.tools.environment import execution_env
 from agentcore.tools.guard import PathGuard
 
 DESCRIPTION = (
@@ -51,8 +53,23 @@ def write_path(guard: PathGuard, path: str, content: str) -> ToolResult:
     return ToolResult.text(f"Wrote {len(data)} bytes to {guard.display(real)}")
 
 
+@dataclass(frozen=True, slots=True)
+class WriteFile:
+    """The target half of ``write`` (``environment.FileOperation``)."""
+
+    path: str
+    content: str
+
+    @property
+    def name(self) -> str:
+        return "write"
+
+    def run(self, guard: PathGuard, should_stop: Callable[[], bool]) -> ToolResult:
+        return write_path(guard, self.path, self.content)
+
+
 async def _execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    return await asyncio.to_thread(write_path, ctx.guard, args["path"], args["content"])
+    return await execution_env(ctx).run_file_operation(ctx, WriteFile(args["path"], args["content"]))
 
 
 def make_write_tool() -> AgentTool:

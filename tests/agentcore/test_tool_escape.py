@@ -1,13 +1,14 @@
-"""Security suite: the file tools cannot escape the workspace (SPEC T2).
+"""Security suite: the file tools cannot escape the workspace (SPEC T2, X5).
 
 Every case asserts a clear tool error naming the path AND that nothing outside the workspace
 was read into the result or touched on disk (a byte-and-mtime snapshot of the outside tree is
-compared before and after).
+compared before and after). Every case runs twice: on this machine, and in a remote
+environment whose worker process enforces the policy on its side (the symlink swaps then
+happen while the worker waits at its ``before_open`` seam).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,9 @@ import pytest
 from agentcore.errors import ToolError
 from agentcore.tools import PathGuard, ToolContext, ToolResult, builtin_tools, execute_call, prepare_call
 from agentcore.tools.guard import PermissionPolicy
-from tests.agentcore.tool_helpers import text
+from tests.agentcore.tool_helpers import Target, text
+
+pytest_plugins = ("tests.agentcore.environment_fixtures",)  # the `target` fixture: local and remote
 
 SECRET = "TOP-SECRET-OUTSIDE"
 
@@ -39,7 +42,8 @@ def snapshot(root: Path) -> dict[str, tuple[str, int, bytes]]:
 
 
 class Workspace:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, target: Target) -> None:
+        self.target = target
         self.ws = tmp_path / "ws"
         self.outside = tmp_path / "outside"
         self.ws.mkdir()
@@ -52,10 +56,12 @@ class Workspace:
         self.tools = {tool.name: tool for tool in builtin_tools()}
 
     def ctx(
-        self, policy: PermissionPolicy = "workspace", before_open: Callable[[Path], None] | None = None
+        self,
+        policy: PermissionPolicy = "workspace",
+        before_open: Callable[[Path], None] | None = None,
+        allowed_directories: tuple[str, ...] = (),
     ) -> ToolContext:
-        guard = PathGuard(self.ws, policy, before_open=before_open)
-        return ToolContext(workdir=self.ws, guard=guard, abort=asyncio.Event(), tool_call_id="t1")
+        return self.target.ctx(self.ws, policy, allowed_directories=allowed_directories, before_open=before_open)
 
     async def call(self, name: str, ctx: ToolContext | None = None, **args: object) -> ToolResult:
         tool = self.tools[name]
@@ -69,8 +75,8 @@ class Workspace:
 
 
 @pytest.fixture
-def w(tmp_path: Path) -> Workspace:
-    return Workspace(tmp_path)
+def w(tmp_path: Path, target: Target) -> Workspace:
+    return Workspace(tmp_path, target)
 
 
 def file_calls(path: str) -> list[tuple[str, dict[str, object]]]:
@@ -242,8 +248,7 @@ async def test_allowed_directories_extend_the_workspace(w: Workspace) -> None:
     """T2: allowed_directories (relative to workdir) become readable and writable; others stay closed."""
     (w.outside / "allowed").mkdir()
     before = snapshot(w.outside)
-    guard = PathGuard(w.ws, "workspace", ["../outside/allowed"])
-    ctx = ToolContext(workdir=w.ws, guard=guard, abort=asyncio.Event(), tool_call_id="t1")
+    ctx = w.ctx(allowed_directories=("../outside/allowed",))
     ok = await w.call("write", ctx, path="../outside/allowed/new.txt", content="fine")
     assert not ok.is_error and (w.outside / "allowed/new.txt").read_text() == "fine"
     denied = await w.call("read", ctx, path="../outside/secret.txt")
@@ -273,8 +278,9 @@ async def test_read_only_guard_refuses_writes(w: Workspace) -> None:
     assert denied.is_error
 
 
-def test_guard_resolve_directly(w: Workspace) -> None:
+def test_guard_resolve_directly(tmp_path: Path) -> None:
     """T2: the guard itself raises ToolError naming the path and its real location."""
+    w = Workspace(tmp_path, Target("local", None))
     guard = PathGuard(w.ws)
     os.symlink(w.outside, w.ws / "out")
     with pytest.raises(ToolError) as info:

@@ -145,8 +145,12 @@ async def test_cancel_during_bash_kills_the_process_group(make_agent, fake_serve
     abort.set()
     events = await asyncio.wait_for(task, 30)
     assert final(events).status == "aborted" and final(events).error_code == "execution_aborted"
-    alive = _running(int(pid_file.read_text()))
-    assert not alive, "the background child of the command was killed with its group"
+    child = int(pid_file.read_text())
+    # SIGKILL went to the group before the run ended; the kernel may still be finishing the
+    # child's exit (its pipe is closed before it turns zombie), so give it a deadline.
+    async with asyncio.timeout(10):
+        while _running(child):  # noqa: ASYNC110 - another process's state: nothing to await
+            await asyncio.sleep(0.01)
     assert len(fake_server.requests) == 1, "no new model request after the cancel"
 
 

@@ -1,8 +1,9 @@
-"""Names and bytes that are not UTF-8 (SPEC T1, D1; issue #19 "non-UTF-8 names wedge a session").
+"""Names and bytes that are not UTF-8 (SPEC T1, D1, X5; issue #19 "non-UTF-8 names wedge a session").
 
 One display convention: a byte that is not part of valid UTF-8 is shown as ``\\xNN``, in names
 and in text alike, and a name shown that way can be passed back as a path. Every tool result
-is valid UTF-8, so it can be committed to any store and sent to any provider.
+is valid UTF-8, so it can be committed to any store and sent to any provider. The tool tests
+run on this machine and in a remote environment (names cross the JSON-lines protocol there).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from agentcore.messages import ImageContent, TextContent
 from agentcore.testing.steps import Text, ToolCall
 from agentcore.tools import AgentTool, ToolContext, ToolResult, execute_call, prepare_call
 from agentcore.tools.display import address_path, clean_text, clean_value, display_name
-from tests.agentcore.tool_helpers import call, make_ctx, text
+from tests.agentcore.tool_helpers import Target, call, make_ctx, text
 from tests.helpers import collect, final
+
+pytest_plugins = ("tests.agentcore.environment_fixtures",)  # the `target` fixture: local and remote
 
 BAD = "bad\udcff.txt"  # the file system's str for the bytes b"bad\xff.txt"
 BAD_SHOWN = "bad\\xff.txt"  # how every tool shows it (and how the model may write it)
@@ -59,26 +62,26 @@ def test_display_convention_and_its_inverse(tmp_path: Path) -> None:
     assert address_path("plain\\x41", str(tmp_path)) == "plain\\x41"  # bytes < 0x80 are never escaped
 
 
-async def test_ls_shows_undecodable_names_as_escapes(odd_tree: Path) -> None:
+async def test_ls_shows_undecodable_names_as_escapes(odd_tree: Path, target: Target) -> None:
     """T1: ls lists undecodable names (and link targets) with \\xNN escapes, as valid UTF-8."""
-    body = valid_utf8(text(await call(make_ctx(odd_tree), "ls", path=".")))
+    body = valid_utf8(text(await call(target.ctx(odd_tree), "ls", path=".")))
     assert BAD_SHOWN in body.splitlines()
     assert "dir\\xfe/" in body.splitlines()
     assert f"link -> {BAD_SHOWN}" in body
 
 
-async def test_find_shows_and_matches_escaped_names(odd_tree: Path) -> None:
+async def test_find_shows_and_matches_escaped_names(odd_tree: Path, target: Target) -> None:
     """T1: find prints escaped paths, and a glob written with the escape matches the name."""
-    ctx = make_ctx(odd_tree)
+    ctx = target.ctx(odd_tree)
     found = valid_utf8(text(await call(ctx, "find", pattern="*.py")))
     assert found.splitlines() == ["dir\\xfe/inner\\xfd.py"]
     by_escape = text(await call(ctx, "find", pattern="bad\\xff*"))
     assert BAD_SHOWN in by_escape.splitlines()
 
 
-async def test_grep_shows_escaped_names_and_line_text(odd_tree: Path) -> None:
+async def test_grep_shows_escaped_names_and_line_text(odd_tree: Path, target: Target) -> None:
     """T1: grep's file names and matched line text both use the escape convention."""
-    ctx = make_ctx(odd_tree)
+    ctx = target.ctx(odd_tree)
     body = valid_utf8(text(await call(ctx, "grep", pattern="hello")))
     assert f"{BAD_SHOWN}:1: hello \\xfe world" in body
     assert "dir\\xfe/inner\\xfd.py:1: hello = 1" in body
@@ -86,9 +89,9 @@ async def test_grep_shows_escaped_names_and_line_text(odd_tree: Path) -> None:
     assert f"{BAD_SHOWN}:1: hello \\xfe world" in literal
 
 
-async def test_escaped_name_addresses_the_real_file(odd_tree: Path) -> None:
+async def test_escaped_name_addresses_the_real_file(odd_tree: Path, target: Target) -> None:
     """The name as shown round-trips: read, edit, write, ls, grep and find reach the real bytes."""
-    ctx = make_ctx(odd_tree)
+    ctx = target.ctx(odd_tree)
     read = await call(ctx, "read", path=BAD_SHOWN)
     assert not read.is_error and "second line" in text(read)
     assert BAD_SHOWN in text(await call(ctx, "ls", path="dir\\xfe/..")).splitlines()
@@ -105,11 +108,11 @@ async def test_escaped_name_addresses_the_real_file(odd_tree: Path) -> None:
     assert not (odd_tree / BAD_SHOWN).exists(), "the escape reached the real file; no literal twin was made"
 
 
-async def test_literal_names_win_and_new_files_get_the_literal_name(tmp_path: Path) -> None:
+async def test_literal_names_win_and_new_files_get_the_literal_name(tmp_path: Path, target: Target) -> None:
     """A name that really contains `\\xff` text is taken literally; a new file never gets invented bytes."""
     (tmp_path / "lit\\xff.txt").write_text("literal\n")
     (tmp_path / "lit\udcff.txt").write_text("bytes\n")
-    ctx = make_ctx(tmp_path)
+    ctx = target.ctx(tmp_path)
     assert "literal" in text(await call(ctx, "read", path="lit\\xff.txt"))
     made = await call(ctx, "write", path="new\\xff.txt", content="x")
     assert not made.is_error
@@ -117,9 +120,11 @@ async def test_literal_names_win_and_new_files_get_the_literal_name(tmp_path: Pa
     assert not (tmp_path / "new\udcff.txt").exists()
 
 
-async def test_error_messages_show_undecodable_paths_as_escapes(odd_tree: Path, tmp_path_factory: Any) -> None:
+async def test_error_messages_show_undecodable_paths_as_escapes(
+    odd_tree: Path, tmp_path_factory: Any, target: Target
+) -> None:
     """read/write/edit errors that name a real path use the same escapes (and are valid UTF-8)."""
-    ctx = make_ctx(odd_tree)
+    ctx = target.ctx(odd_tree)
     is_dir = await call(ctx, "read", path="dir\\xfe")
     assert is_dir.is_error and "dir\\xfe is a directory" in valid_utf8(text(is_dir))
     (odd_tree / "latin\udcff.txt").write_bytes(b"caf\xe9\n")
@@ -132,10 +137,10 @@ async def test_error_messages_show_undecodable_paths_as_escapes(odd_tree: Path, 
     assert denied.is_error and "away\\xfa" in valid_utf8(text(denied))
 
 
-async def test_bash_output_escapes_invalid_bytes(odd_tree: Path) -> None:
+async def test_bash_output_escapes_invalid_bytes(odd_tree: Path, target: Target) -> None:
     """bash output (result and streamed updates) uses the same convention, so `ls` output is addressable."""
     updates: list[str] = []
-    ctx = make_ctx(odd_tree, on_update=updates.append)
+    ctx = target.ctx(odd_tree, on_update=updates.append)
     result = await call(ctx, "bash", command="printf 'raw \\377 byte\\n'; ls")
     body = valid_utf8(text(result))
     assert "raw \\xff byte" in body and BAD_SHOWN in body.splitlines()
