@@ -225,7 +225,8 @@ async def test_the_identity_is_fixed_per_session(make_agent, fake_server, worksp
     assert other.targets == [], "the other environment was never opened"
     assert store_rows(db) == before
     fake_server.enqueue([Text("after the refusal")])
-    again = await make_agent(COMPLETIONS, database_path=str(db), session={"environment": Opener("box-a").option()})
+    option = Opener("box-a").option("Box A")
+    again = await make_agent(COMPLETIONS, database_path=str(db), session={"environment": option})
     assert ends(await run_with(again, {"prompt": "still mine", "request_id": "r3"}))[-1].status == "completed", (
         "the refused open released the store"
     )
