@@ -14,6 +14,7 @@ that conversation's state at that entry.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -216,6 +217,22 @@ class StoreView:
         raise StoreError(STORE_INVALID, f"a fork of {source!r} starts at a missing entry {until!r}")
 
 
+def _archived(run: CodeRun) -> CodeRun:
+    """A finished run as the snapshot needs it: nested results cut to previews, so the
+    history holds at most ``CODE_HISTORY`` runs' worth of previews, not every tool output."""
+    results = {}
+    for index, result in run.results.items():
+        short = dict(result)
+        for key in ("value", "error"):
+            value = short.get(key)
+            if value is not None and not isinstance(value, str):
+                value = json.dumps(value, ensure_ascii=False)
+            if isinstance(value, str) and len(value) > RESULT_PREVIEW:
+                short[key] = value[:RESULT_PREVIEW]
+        results[index] = short
+    return CodeRun(run.parent, run.header, dict(run.intents), results, run.end)
+
+
 def _by_conversation(entries: list[Entry]) -> dict[str, list[Entry]]:
     grouped: dict[str, list[Entry]] = {}
     for entry in entries:
@@ -365,7 +382,7 @@ class ConversationLog:
                 self.results.add(call_key)
                 run = self.code_runs.pop(call_key, None)
                 if run is not None:
-                    self.code_history.append(run)
+                    self.code_history.append(_archived(run))
             op = payload.get("op")
             if op and payload.get("settles_fragments"):
                 self.fragments.pop(op, None)

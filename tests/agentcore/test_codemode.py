@@ -7,6 +7,7 @@ and engine against the fake provider server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -21,6 +22,8 @@ from agentcore import AgentHost, UserInputRequired, create_agent
 from agentcore.errors import InputValidationError
 from agentcore.extensions.codemode import parse_option
 from agentcore.extensions.codemode.sandbox import sandbox_fingerprint
+from agentcore.harness import SqliteStorageFactory
+from agentcore.harness.projection import RESULT_PREVIEW
 from agentcore.testing.steps import ToolCall
 from tests.agentcore.codemode_helpers import Effects, codemode_end, entries_of, script_turn, worker_pids
 from tests.agentcore.session_helpers import Gate, ends, last_snapshot, run_with
@@ -343,6 +346,40 @@ async def test_cancel_command_on_the_script_task_stops_the_script_and_the_turn_g
     assert ends(events)[-1].status == "completed" and ends(events)[-1].text == "done"
 
 
+async def test_closing_during_a_nested_call_writes_nothing_and_a_reopen_resumes_the_script(
+    make_agent, fake_server, tmp_path: Path
+) -> None:
+    """X4 / DURABILITY 15: close() during a nested call kills the worker and stops the call
+    without writing anything (a pause, not a cancel); the reopened runtime re-runs the script:
+    the committed call is fed back, the interrupted safe call runs again."""
+    db = str(tmp_path / "close.sqlite")
+    effects, gate = Effects(), Gate()
+    fake_server.enqueue(*script_turn("const a = await tools.effect({tag: 'one'}); await tools.gate({}); return a"))
+    options: dict[str, Any] = {"database_path": db, "session": {"code_mode": {}}}
+    agent = await make_agent(COMPLETIONS, extra_tools=[effects.tool(), gate.tool()], **options)
+    running = asyncio.ensure_future(run_with(agent, {"prompt": "go", "request_id": "r"}))
+    await gate.entered.wait()
+    committed = agent.log.view.last_seq
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    await agent.close()
+    assert worker_pids() == []
+    storage, release = SqliteStorageFactory(db).open()
+    try:
+        assert storage.load().last_seq == committed, "close() wrote nothing"
+    finally:
+        storage.close()
+        release()
+    reopened_gate = Gate()
+    reopened_gate.open()
+    reopened = await make_agent(COMPLETIONS, extra_tools=[effects.tool(), reopened_gate.tool()], **options)
+    events = await run_with(reopened, {"request_id": "r"})
+    assert codemode_end(events).result == 'Return value: "effect one #1"'
+    assert effects.calls == [{"tag": "one"}] and reopened_gate.calls == 1
+    assert ends(events)[-1].status == "completed"
+
+
 # --- the Trace ----------------------------------------------------------------------------------
 
 
@@ -372,6 +409,21 @@ async def test_records_show_script_nested_calls_timings_and_output_for_the_trace
     assert first["duration_ms"] >= 0 and first["at_ms"] <= second["at_ms"] <= execution["elapsed_ms"]
     assert (second["name"], second["status"], second["replayed"]) == ("nope", "blocked", False)
     assert execution["worker_start_ms"] > 0 and execution["replayed"] == []
+
+
+async def test_finished_runs_keep_previews_in_memory_and_everything_in_the_store(
+    make_agent, fake_server, workspace: Path
+) -> None:
+    """X4: the projection keeps a finished script's nested results as previews (memory stays
+    bounded in long sessions); the store's entries keep the full results."""
+    (workspace / "big.txt").write_text("".join(f"line {n}\n" for n in range(2_000)))
+    fake_server.enqueue(*script_turn("return (await tools.read({path: 'big.txt'})).length"))
+    agent = await make_agent(COMPLETIONS, session={"code_mode": {}})
+    end = codemode_end(await run_with(agent, "go"))
+    assert int(end.result.removeprefix("Return value: ")) > 20_000
+    (run,) = agent.log.code_history
+    assert len(run.results[0]["value"]) == RESULT_PREVIEW
+    assert len(entries_of(agent, "nested_result")[0].payload["value"]) > 20_000
 
 
 # --- README -------------------------------------------------------------------------------------

@@ -33,9 +33,7 @@ def result(index: int, name: str = "ls", at_ms: int = 0, status: str = "complete
 
 
 def run_of(head: dict[str, Any], intents: list[dict[str, Any]], results: list[dict[str, Any]]) -> CodeRun:
-    return CodeRun(
-        "r/0/0", head, intents={i["index"]: i for i in intents}, results={r["index"]: r for r in results}
-    )
+    return CodeRun("r/0/0", head, intents={i["index"]: i for i in intents}, results={r["index"]: r for r in results})
 
 
 def problem(run: CodeRun, *, script: str = SCRIPT, sandbox: dict[str, str] = SANDBOX, store: str = STORE) -> Any:

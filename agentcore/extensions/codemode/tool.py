@@ -48,6 +48,7 @@ from agentcore.tools.base import ToolContext, ToolResult
 
 CODEMODE = "codemode"
 READ_AHEAD = 16  # worker messages buffered while a nested call runs (bounded memory)
+UPDATE_INTERVAL_S = 0.1  # text() output reaches `tool` update events at most this often
 
 DESCRIPTION = """Run JavaScript (an async function body; QuickJS, ES2023) in a sandbox and get its output.
 Use it to chain several tool calls, loop over results or compute something in one step.
@@ -146,6 +147,8 @@ class ScriptRun:
         self.started = time.monotonic()
         self.worker_start_ms: float | None = None
         self._halt: asyncio.Future[tuple[str, str]] | None = None
+        self._unsent: list[str] = []  # output not yet shown in an update event
+        self._last_update = 0.0
         self.task: asyncio.Task[Any] | None = None  # the task running it (the extension cancels it on close)
 
     def stop(self, status: str, message: str) -> None:
@@ -317,10 +320,19 @@ class ScriptRun:
         if text:
             self.output.append(text)
             self.output_chars += len(text)
-            if self.ctx.on_update is not None:
-                self.ctx.on_update(text)
+            self._unsent.append(text)
+            if time.monotonic() - self._last_update >= UPDATE_INTERVAL_S:
+                self._flush_updates()
+
+    def _flush_updates(self) -> None:
+        """Show pending output as one ``tool`` update (each update costs the host a snapshot)."""
+        if self._unsent and self.ctx.on_update is not None:
+            self.ctx.on_update("".join(self._unsent))
+        self._unsent.clear()
+        self._last_update = time.monotonic()
 
     def _progress(self, outcome: NestedOutcome) -> None:
+        self._flush_updates()
         if self.ctx.on_update is None:
             return
         how = "from the log" if outcome.replayed else f"{outcome.duration_ms:.0f} ms"
@@ -339,6 +351,7 @@ class ScriptRun:
         return {str(k): str(v) for k, v in values.items()}, seq
 
     def _finish(self, status: str, *, error: str | None = None, finished: Finished | None = None) -> ToolResult:
+        self._flush_updates()
         output = "".join(self.output)
         dropped = self.dropped_chars + (finished.dropped_chars if finished else 0)
         parts = [output.rstrip("\n")] if output else []

@@ -10,6 +10,7 @@ store's entries.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -94,8 +95,6 @@ def _call(index: int, run: CodeRun, replayed: bool) -> dict[str, Any]:
     intent, result = run.intents.get(index) or {}, run.results.get(index) or {}
     shown = result.get("value") if result.get("ok") else result.get("error")
     if shown is not None and not isinstance(shown, str):
-        import json
-
         shown = json.dumps(shown, ensure_ascii=False)
     return {
         "index": index,
