@@ -152,7 +152,7 @@ class NestedCalls:
         the deadline check of a recovery); ``abort`` stops the call like the turn's abort stops
         a direct call. Raises ``ReplayMismatch`` when the call differs from the log.
         """
-        arguments = clean_value(arguments)
+        arguments = {} if arguments is None else clean_value(arguments)  # as for a model's call
         digest = arguments_digest(arguments)
         run = self.recorded
         intent = run.intents.get(index) if run is not None else None

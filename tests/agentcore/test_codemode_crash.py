@@ -229,3 +229,40 @@ async def test_a_crash_during_recovery_recovers_again_from_the_longer_log(server
     assert end.payload["replayed"] == [0, 1]
     assert len(server.requests) == 2
     assert_store_invariants(db)
+
+
+BRANCHING = """
+    const first = await tools.effect({tag: "one"});
+    if (first === "one ran") {
+        await tools.effect({tag: "two", hang: true});
+    }
+    return first;
+"""
+
+
+async def test_resume_refuses_a_rerun_that_leaves_the_log(server, tmp_path, workspace) -> None:
+    """X4: the re-run must follow the log to its end: when a committed result in the log no
+    longer leads the script to the calls logged after it (here: the log's first result was
+    altered, so the script takes the other branch and ends early), the resume is refused and
+    nothing runs."""
+    db = tmp_path / "branch.sqlite"
+    server.enqueue([ToolCall("codemode", {"code": BRANCHING}, id="c1")], [Text("done")])
+    effects = workspace / "effects.txt"
+    await kill_inside(await start(server, db, workspace), lambda: "two" in lines(effects))
+    conn = sqlite3.connect(db)
+    try:
+        (entry_id, payload) = conn.execute(
+            "SELECT id, payload FROM entries WHERE kind = 'nested_result' AND json_extract(payload, '$.index') = 0"
+        ).fetchone()
+        conn.execute(
+            "UPDATE entries SET payload = ? WHERE id = ?", (json.dumps(dict(json.loads(payload), value="x")), entry_id)
+        )
+        conn.commit()
+    finally:
+        conn.close()
+
+    events = await run_to_end(await start(server, db, workspace))
+    result = codemode_result(events)
+    assert result["is_error"] and "the execution log has 2 calls, but the re-run ended after 1" in result["result"]
+    assert lines(effects) == ["one", "two"]
+    assert_store_invariants(db)

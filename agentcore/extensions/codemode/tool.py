@@ -200,7 +200,7 @@ class ScriptRun:
             self.worker_start_ms = (time.monotonic() - spawned) * 1000
             inbox: asyncio.Queue[WorkerMessage | BaseException] = asyncio.Queue(READ_AHEAD)
             reader = asyncio.ensure_future(_read(sandbox, inbox))
-            return await self._converse(sandbox, inbox, header)
+            return await self._converse(sandbox, inbox)
         except _Stop as stop:
             return self._finish(stop.status, error=stop.message)
         except ReplayMismatch as exc:
@@ -230,7 +230,7 @@ class ScriptRun:
         self.stop("cancelled", "The script was cancelled.")
 
     async def _converse(
-        self, sandbox: SandboxProcess, inbox: asyncio.Queue[WorkerMessage | BaseException], header: dict[str, Any]
+        self, sandbox: SandboxProcess, inbox: asyncio.Queue[WorkerMessage | BaseException]
     ) -> ToolResult:
         while True:
             if inbox.empty():
@@ -255,6 +255,7 @@ class ScriptRun:
                     return self._finish("paused", error="A tool call waits for approval; the script will run again.")
                 await self._until(sandbox.answer(outcome.index, outcome.ok, outcome.value, outcome.error))
             elif isinstance(message, Finished):
+                self._check_log_consumed()
                 if not message.ok and message.error.startswith("InternalError: out of memory"):
                     return self._finish("memory", error=self._memory_message())
                 return self._finish("completed" if message.ok else "failed", finished=message)
@@ -262,6 +263,13 @@ class ScriptRun:
                 if message.kind == "memory":
                     return self._finish("memory", error=self._memory_message())
                 return self._finish("failed", error=f"The script was stopped: {message.error}")
+
+    def _check_log_consumed(self) -> None:
+        """A re-run that ends before the calls its log records is not the run that was logged."""
+        recorded = self.calls.recorded
+        logged = len(set(recorded.intents) | set(recorded.results)) if recorded is not None else 0
+        if logged > self.made:
+            raise ReplayMismatch(f"the execution log has {logged} calls, but the re-run ended after {self.made}")
 
     async def _nested(self, request: CallRequest) -> NestedOutcome:
         recorded = self.calls.recorded
