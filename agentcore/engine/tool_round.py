@@ -5,6 +5,10 @@ committed before it starts; its result is committed before its ``end`` event, in
 order even when read-only calls ran concurrently. A call found with an intent but no result
 is a call interrupted by a crash: re-run if ``replay="safe"``, otherwise answered with
 "interrupted, outcome unknown".
+
+A ``NestingTool`` (code mode) gets a ``NestedCalls`` runner bound to its call: its own tool
+calls take the same path (``engine/nested.py``) and its execution log's end record is committed
+in the same transaction as its result.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from agentcore.engine.base import TurnConfig
@@ -19,6 +24,8 @@ from agentcore.engine.base import display_id as shown_id_of
 from agentcore.engine.call_limits import oversize_result
 from agentcore.engine.decisions import Decisions
 from agentcore.engine.endings import call_key
+from agentcore.engine.interrupted import interrupted_result
+from agentcore.engine.nested import NestedCalls, NestingTool
 from agentcore.errors import UserInputRequired
 from agentcore.events import (
     AgentEvent,
@@ -32,7 +39,7 @@ from agentcore.messages import (
 from agentcore.providers.shared import RAW_ARGUMENTS_KEY
 from agentcore.tools.ask_user import ASK_USER
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
-from agentcore.tools.environment import AgentExecutionEnv, execution_env
+from agentcore.tools.environment import execution_env
 from agentcore.tools.executor import execute_call, prepare_call
 from agentcore.tools.lifeline import new_call_token
 
@@ -40,11 +47,6 @@ NO_ONE_TO_ASK = (
     "No one is available to answer questions in this run. Continue with your best assumptions "
     "and state them in your answer."
 )
-INTERRUPTED_RESULT = (
-    "The process running this tool call was interrupted before its result was recorded; "
-    "the outcome is unknown. Check the current state before repeating it."
-)
-
 
 class ToolRound(Decisions):
     async def _tool_step(self, op: dict[str, Any]) -> AsyncIterator[AgentEvent]:
@@ -137,7 +139,7 @@ class ToolRound(Decisions):
                     runnable.append((call, tool, intent["arguments"], display_id))
                 else:
                     environment = execution_env(cfg.tool_context(display_id, self.abort))
-                    settled.append((call, await _interrupted(intent, environment), display_id))
+                    settled.append((call, await interrupted_result(intent, environment), display_id))
                 continue
             if tool is None:
                 settled.append((call, ToolResult.text(f"Unknown tool {call['name']!r}.", is_error=True), display_id))
@@ -164,7 +166,7 @@ class ToolRound(Decisions):
                 )
                 yield self.paused_event(self.log.op or op)
                 return
-            decision = await self._approve(op, cfg, tool, call, prepared, key)
+            decision = await self.approve_call(op, cfg, tool, call, prepared, key)
             if decision == "pause":
                 yield self.paused_event(self.log.op or op)
                 return
@@ -194,14 +196,27 @@ class ToolRound(Decisions):
                 phase="start", tool_call_id=display_id, name=call["name"], index=call["index"], arguments=arguments
             )
         updates = _Updates()
-        calls_running = [
-            execute_call(tool, arguments, self._tool_context(cfg, op, call, display_id, updates))
-            for call, tool, arguments, display_id in runnable
-        ]
+        runners: dict[int, NestedCalls] = {}
+        calls_running = []
+        for call, tool, arguments, display_id in runnable:
+            ctx = self._tool_context(cfg, op, call, display_id, updates)
+            if isinstance(tool, NestingTool):
+                runner = runners[id(call)] = self._nested_calls(op, cfg, call, display_id)
+                tool = _bound(tool, runner)
+            calls_running.append(execute_call(tool, arguments, ctx))
         work = asyncio.gather(*calls_running) if len(calls_running) != 1 else asyncio.ensure_future(calls_running[0])
-        async for update in updates.until_done(work):
-            yield update
+        try:
+            async for update in updates.until_done(work):
+                yield update
+        except BaseException:  # the engine itself is stopped (close): its tools stop with it
+            work.cancel()
+            raise
         result = work.result()
+        if any(runner.paused for runner in runners.values()):
+            # A nested call waits for a person: the pause is committed; the parent call keeps
+            # its intent and no result, so the resumed turn runs it again (replaying its log).
+            yield self.paused_event(self.log.op or op)
+            return
         outcomes = result if isinstance(result, list) else [result]
         by_call = {id(call): outcome for (call, _t, _a, _d), outcome in zip(runnable, outcomes, strict=True)}
         commit = Commit()
@@ -224,6 +239,10 @@ class ToolRound(Decisions):
                 is_error=result.is_error,
                 structured_content=result.structured_content,
             )
+            nested = runners.get(id(call))
+            if nested is not None:  # the execution log's end record and stored values, with the result
+                commit.entries.extend(nested.settlement.entries)
+                commit.registers.extend(nested.settlement.registers)
             commit.entries.append(self.log.message_entry(message, self.request_id, call_key=key))
             started = starts.get(display_id)
             finished.append(
@@ -268,6 +287,11 @@ class ToolRound(Decisions):
         ctx.on_update = on_update
         return ctx
 
+    def _nested_calls(self, op: dict[str, Any], cfg: TurnConfig, call: dict[str, Any], display_id: str) -> NestedCalls:
+        """The runner through which a ``NestingTool`` call makes its own tool calls (code mode)."""
+        key = call_key(self.request_id, op["step"], call["index"])
+        return NestedCalls(self, op, cfg, call, key, display_id)
+
     def _recovering_call(self, key: str) -> bool:
         """An intent this engine did not write: the call may have started before a crash."""
         return key in self.log.intents and key not in self._fresh_intents
@@ -303,7 +327,7 @@ class ToolRound(Decisions):
             self._fresh_intents.add(key)
         return entries
 
-    async def _approve(
+    async def approve_call(
         self,
         op: dict[str, Any],
         cfg: TurnConfig,
@@ -311,8 +335,12 @@ class ToolRound(Decisions):
         call: dict[str, Any],
         arguments: dict[str, Any],
         key: str,
+        *,
+        caller: dict[str, Any] | None = None,
     ) -> str | bool:
-        """True = run it; a string = denied with that message; "pause" = paused durably."""
+        """True = run it; a string = denied with that message; "pause" = paused durably.
+        ``caller`` names the tool call a nested call comes from (code mode); the host sees it
+        in the payload and in the pending approval."""
         if tool.builtin:
             return True  # SPEC T2: built-in tools never ask for approval
         approvals = op.get("approvals") or {}
@@ -322,6 +350,8 @@ class ToolRound(Decisions):
         definition = cfg.tool_definitions.get(tool.name)
         needs_pause = definition is not None and not definition.auto_approve and cfg.mode == "plan"
         payload = {"tool": tool.name, "arguments": arguments, "tool_call_id": call["id"], "approval_id": key}
+        if caller is not None:
+            payload["caller"] = caller
         if self.host.approve_tool_call is not None:
             try:
                 await call_hook(self.host.approve_tool_call, payload)
@@ -331,7 +361,10 @@ class ToolRound(Decisions):
             except Exception as exc:  # a denial: the message goes to the model
                 return str(exc) or "The tool call was denied."
         if needs_pause:
-            self._pause(op, {"kind": "tool_approval", "approval_id": key, "tool": tool.name, "arguments": arguments})
+            pending = {"kind": "tool_approval", "approval_id": key, "tool": tool.name, "arguments": arguments}
+            if caller is not None:
+                pending["caller"] = caller
+            self._pause(op, pending)
             return "pause"
         return True
 
@@ -362,20 +395,15 @@ class _Updates:
             yield self._items.popleft()
 
 
-async def _interrupted(intent: dict[str, Any], environment: AgentExecutionEnv) -> ToolResult:
-    """The result of a ``never`` call a crash interrupted (D2): first make sure nothing the call
-    started is still running — on the machine it ran on — then tell the model the outcome is
-    unknown."""
-    token = intent.get("call_token")
-    if token:
-        try:
-            await environment.reap_call(str(token))
-        except TimeoutError:
-            return ToolResult.text(
-                f"{INTERRUPTED_RESULT} Some of its processes could not be stopped and may still be running.",
-                is_error=True,
-            )
-    return ToolResult.text(INTERRUPTED_RESULT, is_error=True)
+def _bound(tool: NestingTool, runner: NestedCalls) -> AgentTool:
+    """``tool`` with its nested-call runner bound into ``execute``."""
+    run = tool.run_nested
+    assert run is not None
+
+    async def execute(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await run(arguments, ctx, runner)
+
+    return replace(tool, execute=execute)
 
 
 def _terminates(results: list[ToolResult | None]) -> bool:

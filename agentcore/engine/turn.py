@@ -20,6 +20,7 @@ from agentcore.engine.call_limits import refuse_oversized_calls
 from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
 from agentcore.engine.endings import call_key
 from agentcore.engine.fragments import FragmentBuffer, assemble_partial
+from agentcore.engine.interrupted import INTERRUPTED_RESULT
 from agentcore.engine.pump import with_ticks
 from agentcore.engine.retry import (
     MAX_CONNECTION_ATTEMPTS,
@@ -33,7 +34,7 @@ from agentcore.engine.retry import (
     length_prompt,
     lost_call_prompt,
 )
-from agentcore.engine.tool_round import INTERRUPTED_RESULT, ToolRound
+from agentcore.engine.tool_round import ToolRound
 from agentcore.engine.usage import usage_payload
 from agentcore.errors import MODEL_ERROR
 from agentcore.events import (

@@ -14,6 +14,7 @@ that conversation's state at that entry.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -45,6 +46,7 @@ from agentcore.messages import (
 
 TOOL_HISTORY = 200  # finished tool calls a log remembers for the session snapshot
 RESULT_PREVIEW = 2_000
+CODE_HISTORY = 20  # finished code-mode runs a log remembers for the session snapshot
 
 CommitListener = Callable[[Commit, int], None]
 
@@ -219,11 +221,45 @@ class StoreView:
         raise StoreError(STORE_INVALID, f"a fork of {source!r} starts at a missing entry {until!r}")
 
 
+def _archived(run: CodeRun) -> CodeRun:
+    """A finished run as the snapshot needs it: nested results cut to previews, so the
+    history holds at most ``CODE_HISTORY`` runs' worth of previews, not every tool output."""
+    results = {}
+    for index, result in run.results.items():
+        short = dict(result)
+        for key in ("value", "error"):
+            value = short.get(key)
+            if value is not None and not isinstance(value, str):
+                value = json.dumps(value, ensure_ascii=False)
+            if isinstance(value, str) and len(value) > RESULT_PREVIEW:
+                short[key] = value[:RESULT_PREVIEW]
+        results[index] = short
+    return CodeRun(run.parent, run.header, dict(run.intents), results, run.end)
+
+
 def _by_conversation(entries: list[Entry]) -> dict[str, list[Entry]]:
     grouped: dict[str, list[Entry]] = {}
     for entry in entries:
         grouped.setdefault(entry.conversation_id, []).append(entry)
     return grouped
+
+
+@dataclass(slots=True)
+class CodeRun:
+    """The execution log of one tool call that calls other tools (code mode, SPEC X4).
+
+    ``header`` is the ``code_run`` entry (script, sandbox fingerprint, limits, seed, clock),
+    written before the script first starts; ``intents`` / ``results`` are the ``nested_intent``
+    / ``nested_result`` entries by call index (a blocked or refused call has a result and no
+    intent); ``end`` is the ``code_run_end`` record committed with the parent call's result.
+    Recovery replays the run from these (``agentcore.engine.nested``).
+    """
+
+    parent: str  # the parent call's key, "<request>/<step>/<index>"
+    header: dict[str, Any]
+    intents: dict[int, dict[str, Any]] = field(default_factory=dict)
+    results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    end: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -245,6 +281,8 @@ class ConversationLog:
     entry_ids: set[str] = field(default_factory=set)  # the chain's entries but fragments: fork points
     tool_history: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=TOOL_HISTORY))
     tools_finished: int = 0  # every finished tool call (``tool_history`` keeps the newest)
+    code_runs: dict[str, CodeRun] = field(default_factory=dict)  # by parent call key, until it is settled
+    code_history: deque[CodeRun] = field(default_factory=lambda: deque(maxlen=CODE_HISTORY))
     _open_calls: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id → the committed call
     _built: dict[str, Message] = field(default_factory=dict)  # messages of entries not yet committed
 
@@ -347,6 +385,9 @@ class ConversationLog:
             call_key = payload.get("call_key")
             if call_key:
                 self.results.add(call_key)
+                run = self.code_runs.pop(call_key, None)
+                if run is not None:
+                    self.code_history.append(_archived(run))
             op = payload.get("op")
             if op and payload.get("settles_fragments"):
                 self.fragments.pop(op, None)
@@ -387,6 +428,23 @@ class ConversationLog:
                 self.message_synthetic.append(False)
         elif kind == "plan":
             self.plan = {"version": payload["version"], "items": payload["items"]}
+        elif kind in ("code_run", "nested_intent", "nested_result", "code_run_end"):
+            self._apply_code_entry(kind, payload)
+
+    def _apply_code_entry(self, kind: str, payload: dict[str, Any]) -> None:
+        parent = str(payload["parent"])
+        if kind == "code_run":
+            self.code_runs[parent] = CodeRun(parent, payload)
+            return
+        run = self.code_runs.get(parent)
+        if run is None:  # a log without its header: kept, so that recovery can refuse it clearly
+            run = self.code_runs[parent] = CodeRun(parent, {})
+        if kind == "nested_intent":
+            run.intents[int(payload["index"])] = payload
+        elif kind == "nested_result":
+            run.results[int(payload["index"])] = payload
+        else:
+            run.end = payload
 
     def _track_tools(self, entry: Entry, message: Message) -> None:
         """Tool calls as tasks (S4): each bound to its committed assistant entry, so a model that

@@ -117,6 +117,7 @@ EXTENSION_MODULES: Mapping[str, str] = MappingProxyType(
     {
         "registry": "agentcore.extensions.tasks",
         "environment": "agentcore.extensions.environment",
+        "code_mode": "agentcore.extensions.codemode",
     }
 )
 

@@ -1,0 +1,156 @@
+"""The host's side of the worker protocol (SPEC X4): limits, the start message, and strict
+parsing of what the worker says.
+
+The worker is sandboxed code's neighbour, so the host trusts nothing it reads from it: every
+line must be one JSON object of a known shape within the size limits, or the script is
+stopped with a protocol error. See ``worker.py`` for the other side.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+STACK_BYTES = 1 << 20
+MAX_SCRIPT_CHARS = 100_000
+MAX_CALLS = 500  # nested calls per script: a bound for `while (true) { await tools.x() }`
+MAX_OUTPUT_CHARS = 50_000  # text() output kept (the rest is counted, not kept)
+MAX_MESSAGE_CHARS = 1_000_000  # one call's arguments or the return value, as JSON
+MAX_LINE_BYTES = 16 << 20  # a worker line: the largest message (ASCII-escaped) with room to spare
+STORE_KEY_CHARS = 200
+STORE_VALUE_CHARS = 65_536
+STORE_KEYS = 1_000
+STORE_TOTAL_CHARS = 1 << 20
+
+
+class ProtocolError(Exception):
+    """The worker said something that is not part of the protocol."""
+
+
+@dataclass(slots=True, frozen=True)
+class CallRequest:
+    index: int
+    name: str
+    arguments: Any
+
+
+@dataclass(slots=True, frozen=True)
+class TextOutput:
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class Finished:
+    """The script settled: returned (``ok``) or threw (``error``)."""
+
+    ok: bool
+    value_json: str | None
+    value_truncated: int
+    error: str
+    stores: dict[str, str | None]  # key → JSON text, None = removed
+    dropped_chars: int
+
+
+@dataclass(slots=True, frozen=True)
+class Fatal:
+    """The sandbox failed (``memory``, ``stalled``, ``internal``)."""
+
+    kind: str
+    error: str
+
+
+WorkerMessage: TypeAlias = CallRequest | TextOutput | Finished | Fatal
+
+
+def start_message(
+    *,
+    script: str,
+    header: dict[str, Any],
+    store: dict[str, str],
+    tools: list[str],
+) -> dict[str, Any]:
+    limits = header["limits"]
+    return {
+        "type": "start",
+        "script": script,
+        "memory_limit_bytes": int(limits["memory_limit_bytes"]),
+        "timeout_ms": int(limits["timeout_ms"]),
+        "stack_bytes": STACK_BYTES,
+        "seed": int(header["seed"]),
+        "clock_ms": int(header["clock_ms"]),
+        "store": store,
+        "tools": tools,
+        "max_output_chars": MAX_OUTPUT_CHARS,
+        "max_message_chars": MAX_MESSAGE_CHARS,
+        "store_key_chars": STORE_KEY_CHARS,
+        "store_value_chars": STORE_VALUE_CHARS,
+        "store_keys": STORE_KEYS,
+        "store_total_chars": STORE_TOTAL_CHARS,
+    }
+
+
+def answer_message(index: int, ok: bool, value: Any, error: str) -> bytes:
+    payload: dict[str, Any] = {"type": "result", "id": index, "ok": ok}
+    if ok:
+        payload["value"] = value
+    else:
+        payload["error"] = error
+    return (json.dumps(payload, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def parse_message(line: bytes) -> WorkerMessage:
+    """One worker line → a message, or ``ProtocolError`` naming what is wrong."""
+    try:
+        data = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError("not a JSON object")
+    kind = data.get("type")
+    if kind == "call":
+        index, name = data.get("id"), data.get("name")
+        if not isinstance(index, int) or isinstance(index, bool) or not isinstance(name, str) or "args" not in data:
+            raise ProtocolError("a call needs an integer id, a name and args")
+        return CallRequest(index, name, data["args"])
+    if kind == "text":
+        text = data.get("text")
+        if not isinstance(text, str):
+            raise ProtocolError("text must be a string")
+        return TextOutput(text)
+    if kind == "done":
+        return _finished(data)
+    if kind == "fatal":
+        return Fatal(str(data.get("kind") or "internal"), str(data.get("error") or "")[:4000])
+    raise ProtocolError(f"unknown message type {kind!r}")
+
+
+def _finished(data: dict[str, Any]) -> Finished:
+    ok = data.get("ok")
+    value = data.get("value_json")
+    stores = data.get("stores")
+    if not isinstance(ok, bool) or (value is not None and not isinstance(value, str)) or not isinstance(stores, dict):
+        raise ProtocolError("done needs ok, stores and an optional value_json text")
+    checked: dict[str, str | None] = {}
+    for key, text in stores.items():
+        if not isinstance(key, str) or not 0 < len(key) <= STORE_KEY_CHARS:
+            raise ProtocolError("a stored key is not a short string")
+        if text is not None and (not isinstance(text, str) or len(text) > STORE_VALUE_CHARS or not _is_json(text)):
+            raise ProtocolError(f"the stored value of {key!r} is not a JSON text within the limit")
+        checked[key] = text
+    return Finished(
+        ok=ok,
+        value_json=value,
+        value_truncated=int(data.get("value_truncated") or 0),
+        error=str(data.get("error") or "")[:8000],
+        stores=checked,
+        dropped_chars=int(data.get("dropped_chars") or 0),
+    )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,185 @@
+"""Hostile scripts against code mode: the sandbox holds and the host never dies (SPEC X4).
+
+Each script runs in the real QuickJS worker through the real engine. After every test no worker
+is left running, and the same session still runs a normal script.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from agentcore.extensions.codemode.protocol import MAX_CALLS, MAX_OUTPUT_CHARS, ProtocolError, parse_message
+from tests.agentcore.codemode_helpers import codemode_end, entries_of, script_turn, worker_pids
+from tests.agentcore.session_helpers import run_with
+
+COMPLETIONS = "openai-completions"
+
+
+@pytest.fixture(autouse=True)
+def no_worker_left_behind():
+    yield
+    assert worker_pids() == [], "every sandbox worker is reaped when its script ends"
+
+
+async def run_script(make_agent: Any, fake_server: Any, code: str, **code_mode: int) -> tuple[Any, Any]:
+    """Run ``code`` as one codemode call, then a harmless script in the same session (the host
+    is still fine); returns the hostile call's end event and the agent."""
+    fake_server.enqueue(*script_turn(code, call_id="hostile"), *script_turn("return 'still here'", call_id="after"))
+    agent = await make_agent(COMPLETIONS, session={"code_mode": dict(code_mode)})
+    end = codemode_end(await run_with(agent, {"prompt": "hostile", "request_id": "h"}))
+    after = codemode_end(await run_with(agent, {"prompt": "after", "request_id": "a"}))
+    assert after.result == 'Return value: "still here"' and not after.is_error
+    return end, agent
+
+
+async def test_an_endless_loop_is_killed_at_the_deadline(make_agent, fake_server) -> None:
+    """X4: while (true) {} cannot stop itself (no interrupt handler can call into Python), so the
+    host kills the worker process at timeout_ms."""
+    started = time.monotonic()
+    end, agent = await run_script(make_agent, fake_server, "let i = 0; while (true) { i++; }", timeout_ms=1000)
+    assert end.is_error and "stopped at its deadline (1000 ms)" in end.result
+    assert 1.0 <= end.duration_ms / 1000 < 10 and time.monotonic() - started >= 1.0
+    (finished,) = entries_of(agent, "code_run_end")[:1]
+    assert finished.payload["status"] == "timeout"
+
+
+async def test_an_endless_loop_after_a_tool_call_is_killed_too(make_agent, fake_server) -> None:
+    """X4: the deadline covers the whole script, nested calls included."""
+    end, _ = await run_script(make_agent, fake_server, "await tools.ls({}); for (;;) {}", timeout_ms=1200)
+    assert end.is_error and "deadline (1200 ms)" in end.result
+
+
+async def test_a_memory_bomb_is_stopped_at_the_memory_limit(make_agent, fake_server) -> None:
+    """X4: allocation beyond memory_limit_bytes stops the script (QuickJS's limit; the context is
+    discarded with its process)."""
+    code = "const keep = []; while (true) keep.push('x'.repeat(1 << 16) + keep.length);"
+    end, agent = await run_script(make_agent, fake_server, code, memory_limit_bytes=16 << 20)
+    assert end.is_error and f"ran out of memory (limit {16 << 20} bytes)" in end.result
+    assert entries_of(agent, "code_run_end")[0].payload["status"] == "memory"
+
+
+async def test_a_memory_bomb_that_swallows_the_error_still_ends(make_agent, fake_server) -> None:
+    """X4: a script that catches out-of-memory and keeps allocating ends — at a limit, or by
+    crashing its worker (QuickJS may, in that state) — and the host carries on."""
+    code = """
+        const keep = [];
+        for (;;) { try { keep.push(new Array(1 << 16).fill(keep.length)); } catch (e) { keep.push(String(e)); } }
+    """
+    end, _ = await run_script(make_agent, fake_server, code, memory_limit_bytes=8 << 20, timeout_ms=3000)
+    assert end.is_error
+    assert any(
+        reason in end.result for reason in ("ran out of memory", "deadline (3000 ms)", "sandbox process crashed")
+    ), end.result
+
+
+async def test_endless_tool_calls_are_bounded(make_agent, fake_server) -> None:
+    """X4: while (true) { await tools.x() } stops after MAX_CALLS nested calls."""
+    end, agent = await run_script(make_agent, fake_server, "while (true) { await tools.ls({}); }")
+    assert end.is_error and f"more than {MAX_CALLS} tool calls" in end.result
+    assert len(entries_of(agent, "nested_result")) == MAX_CALLS
+
+
+async def test_prototype_tricks_cannot_reach_the_bridge_or_break_the_protocol(make_agent, fake_server) -> None:
+    """X4: replacing JSON, Promise.prototype.then, Array methods or Object.prototype getters does
+    not change what the host receives; the bridge functions are not reachable from the script."""
+    code = """
+        const bridge = [typeof __agentcore_send, typeof __agentcore_config, typeof __agentcore_deliver,
+                        typeof __agentcore_start, Function("return typeof this.__agentcore_send")(),
+                        typeof globalThis.tools.constructor, "__proto__" in tools];
+        JSON.stringify = () => '{"type":"done","ok":true,"stores":{}}';
+        JSON.parse = () => ({hijacked: true});
+        Promise.prototype.then = function () { throw new Error("hijacked then"); };
+        Array.prototype.slice = () => { throw new Error("hijacked slice"); };
+        Object.defineProperty(Object.prototype, "name", {get() { return "bash"; }});
+        Object.defineProperty(Object.prototype, "ok", {get() { return true; }});
+        const readme = await tools.read({path: "README.md"});
+        let refused;
+        try { await tools.__proto__({}); } catch (e) { refused = e.message; }
+        text(refused);
+        return {bridge, readme: readme.slice(0, 14)};
+    """
+    end, agent = await run_script(make_agent, fake_server, code)
+    assert not end.is_error, end.result
+    assert "tools.__proto__ is not available in code mode" in end.result
+    returned = json.loads(end.result.split("Return value: ", 1)[1])
+    assert returned["bridge"] == ["undefined"] * 6 + [False]
+    assert returned["readme"] == "     1\t# Demo "
+    intents = [(e.payload["name"], e.payload["arguments"]) for e in entries_of(agent, "nested_intent")]
+    assert intents[0] == ("read", {"path": "README.md"})
+
+
+async def test_a_poisoned_to_json_sends_garbage_arguments_which_are_refused(make_agent, fake_server) -> None:
+    """X4: Object.prototype.toJSON changes what JSON the script sends; the host validates it
+    like any model call and refuses it (no intent, no effect)."""
+    code = (
+        "Object.prototype.toJSON = function () { return 'owned'; }; return await tools.write({path: 'x', content: 'y'})"
+    )
+    end, agent = await run_script(make_agent, fake_server, code)
+    assert end.is_error and "expected a JSON object" in end.result
+    assert [e.payload["status"] for e in entries_of(agent, "nested_result")][:1] == ["invalid"]
+
+
+async def test_there_is_no_file_network_process_timer_or_module_access(make_agent, fake_server) -> None:
+    """X4: the only way out of the sandbox is tools.<name>."""
+    code = """
+        const names = ["require", "process", "fetch", "XMLHttpRequest", "std", "os", "setTimeout", "setInterval",
+                       "WebAssembly", "Deno", "Bun", "importScripts"];
+        let imported;
+        try { await import("os"); imported = "imported"; } catch (e) { imported = "refused"; }
+        return {globals: names.filter(n => typeof globalThis[n] !== "undefined"), imported};
+    """
+    end, _ = await run_script(make_agent, fake_server, code)
+    assert json.loads(end.result.removeprefix("Return value: ")) == {"globals": [], "imported": "refused"}
+
+
+async def test_huge_output_is_truncated(make_agent, fake_server) -> None:
+    """X4: text() output beyond MAX_OUTPUT_CHARS is cut (and counted); a huge return value too."""
+    code = "text('x'.repeat(3000000)); for (let i = 0; i < 20000; i++) text('line ' + i); return 'y'.repeat(2000000)"
+    end, agent = await run_script(make_agent, fake_server, code)
+    assert not end.is_error
+    assert end.result.startswith("x" * MAX_OUTPUT_CHARS + "\n[output truncated: ")
+    assert "more characters were not kept]" in end.result
+    assert len(end.result) < 2 * MAX_OUTPUT_CHARS + 500
+    record = entries_of(agent, "code_run_end")[0].payload
+    assert record["dropped_chars"] > 3_000_000 - MAX_OUTPUT_CHARS
+
+
+async def test_a_script_waiting_on_nothing_ends_at_once(make_agent, fake_server) -> None:
+    """X4: a promise nothing can settle (no timers exist) is reported, not waited for."""
+    started = time.monotonic()
+    end, _ = await run_script(make_agent, fake_server, "await new Promise(() => {})", timeout_ms=60_000)
+    assert end.is_error and "nothing can settle" in end.result
+    assert time.monotonic() - started < 30
+
+
+async def test_syntax_errors_throws_and_deep_recursion_are_script_errors(make_agent, fake_server) -> None:
+    """X4: the script's own failures are errors the model can read; the sandbox survives them."""
+    end, _ = await run_script(make_agent, fake_server, "this is not javascript")
+    assert end.is_error and "The script threw: SyntaxError" in end.result
+    end, _ = await run_script(make_agent, fake_server, "function f() { return f() + 1 } f()")
+    assert end.is_error and "stack overflow" in end.result
+    end, _ = await run_script(make_agent, fake_server, "throw {not: 'an error'}")
+    assert end.is_error and 'thrown: {"not":"an error"}' in end.result
+
+
+def test_the_host_refuses_anything_outside_the_protocol() -> None:
+    """X4: the worker is sandboxed code's neighbour; the host parses its lines strictly."""
+    bad = [
+        b"not json\n",
+        b"[1, 2]\n",
+        b'{"type": "shell", "command": "rm -rf /"}\n',
+        b'{"type": "call", "id": "0", "name": "ls", "args": {}}\n',
+        b'{"type": "call", "id": true, "name": "ls", "args": {}}\n',
+        b'{"type": "text", "text": 5}\n',
+        b'{"type": "done", "ok": true, "stores": {"k": "not json"}}\n',
+        b'{"type": "done", "ok": true, "stores": {"": "1"}}\n',
+        b'{"type": "done", "ok": "yes", "stores": {}}\n',
+        b"\xff\xfe\n",
+    ]
+    for line in bad:
+        with pytest.raises(ProtocolError):
+            parse_message(line)
