@@ -91,7 +91,11 @@ class BaseExtension:
 # session option key → the module implementing it. Each module provides
 # ``parse_option(raw) -> parsed`` (strict; ``input_validation`` naming ``session.<key>...``) and
 # ``create(driver, parsed) -> SessionExtension``. Modules load only when their key is used.
-EXTENSION_MODULES: Mapping[str, str] = MappingProxyType({})
+EXTENSION_MODULES: Mapping[str, str] = MappingProxyType(
+    {
+        "tool_search": "agentcore.extensions.catalogs.tool_search",
+    }
+)
 
 
 def _module(key: str) -> Any:
