@@ -78,6 +78,7 @@ _MAX_NAME: Final = 64  # what the provider APIs accept for a function name
 _STDERR_TAIL_BYTES: Final = 4096
 _STDERR_SETTLE_SECONDS: Final = 0.5  # how long a crash report waits for the last stderr bytes
 _CANCEL_SETTLE_SECONDS: Final = 2.0  # bound on waiting for a cancelled call to unwind
+_CLOSE_SECONDS: Final = 5.0  # bound on a polite close before the owner task is cancelled
 
 
 class McpConnectionError(AgentError):
@@ -337,14 +338,20 @@ class McpConnection:
     async def aclose(self) -> None:
         """Close the session and stop the server process (idempotent).
 
-        The SDK closes the server's stdin, waits briefly for it to exit, then terminates and
-        finally kills its whole process group, so no server outlives this call.
+        stdio: the SDK closes the server's stdin, waits briefly for it to exit, then terminates
+        and finally kills its whole process group, so no server outlives this call. HTTP: the
+        SDK ends the session with a DELETE. A server that does not answer cannot hold this up
+        for more than ``_CLOSE_SECONDS``: the owner task is then cancelled (the SDK's stdio
+        shutdown runs shielded from that cancel, so the process is still stopped).
         """
         self._closing = True
         self._stop.set()
         task = self._task
         if task is not None and not task.done():
-            await asyncio.shield(task)
+            await asyncio.wait({task}, timeout=_CLOSE_SECONDS)  # never cancels the owner task
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
         self._closed = True
 
     async def __aenter__(self) -> McpConnection:

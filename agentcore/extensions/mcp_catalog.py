@@ -63,10 +63,10 @@ class McpServerDefinition(BaseModel):
 
     id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")
     command: str | None = Field(default=None, min_length=1, max_length=4096)
-    args: tuple[str, ...] = ()
+    args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     cwd: str | None = Field(default=None, min_length=1)
-    url: str | None = Field(default=None, min_length=1, max_length=8192)
+    url: str | None = Field(default=None, min_length=1, max_length=8192, repr=False)
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
     connect_timeout: float = Field(default=30.0, gt=0, le=600)
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from agentcore.errors import InputValidationError, ToolError
-from agentcore.extensions.catalogs.catalog import AgentToolCatalog, check_catalog
+from agentcore.extensions.catalogs.catalog import AgentToolCatalog, CatalogConnection, check_catalog
 from agentcore.extensions.catalogs.definitions import (
     NotJson,
     catalog_key,
@@ -373,11 +373,21 @@ class ToolSearchExtension(BaseExtension):
         try:
             result = await tool.execute(arguments, ctx)
         except ToolError as exc:
-            raise ToolError(catalog.clean(str(exc))) from exc
-        finally:
-            if connection is link.connection and getattr(connection, "closed", False):
-                await link.fail(catalog.clean(f"the connection of catalog '{catalog_id}' was lost during a call"))
+            message = catalog.clean(str(exc))
+            if _lost(link, connection):  # e.g. the server died mid-call: the next call reconnects
+                await link.fail(message)
+            raise ToolError(message) from exc
+        except Exception:  # the executor turns it into an error result
+            if _lost(link, connection):
+                await link.fail(f"the connection of catalog '{catalog_id}' was lost during a call")
+            raise
+        if _lost(link, connection):
+            await link.fail(f"the connection of catalog '{catalog_id}' was lost during a call")
         return result
+
+
+def _lost(link: CatalogLink, connection: CatalogConnection) -> bool:
+    return connection is link.connection and bool(getattr(connection, "closed", False))
 
 
 def _drift(saved: dict[str, Any], tool: AgentTool | None, tool_id: str, catalog_id: str) -> str | None:
