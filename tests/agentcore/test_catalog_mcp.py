@@ -10,6 +10,7 @@ real runs; a catalog is always reached through ``tool_search`` and the engine.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -23,12 +24,14 @@ from typing import Any
 import pytest
 
 from agentcore import AgentTool, ToolResult
+from agentcore.engine.tool_round import INTERRUPTED_RESULT
 from agentcore.errors import InputValidationError
 from agentcore.extensions.catalogs import CatalogToolDescriptor
 from agentcore.extensions.mcp import connect_mcp_server
 from agentcore.extensions.mcp_catalog import McpServerDefinition, create_mcp_tool_catalog, mcp_tool_descriptors
 from agentcore.testing.steps import Text, ToolCall
 from tests.agentcore.session_helpers import last_snapshot, run_with
+from tests.agentcore.test_crash_resume import Child, assert_store_invariants
 
 COMPLETIONS = "openai-completions"
 SERVER = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_catalog_server.py")
@@ -567,3 +570,86 @@ async def test_closing_the_session_is_bounded_when_the_http_server_stops_answeri
     started = time.monotonic()
     await agent.close()
     assert time.monotonic() - started < 15
+
+
+# --- durability: a call interrupted by a crash -----------------------------------------------
+
+CHILD = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_catalog_child.py"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def open_fifo(path: Path) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
+    reader = asyncio.StreamReader()
+    pipe = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0)
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return reader, transport
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize(
+    ("tool", "expected", "new_starts"),
+    [
+        ("held_lookup", "oslo: archived", 1),  # read-only hint → saved replay "safe": re-run
+        ("hang", INTERRUPTED_RESULT, 0),  # no hint → "never": interrupted, nothing reconnects
+    ],
+)
+async def test_a_catalog_call_cut_by_a_crash_follows_its_saved_replay_policy(
+    make_agent: Any, fake_server: Any, logs: ServerLogs, tmp_path: Path, tool: str, expected: str, new_starts: int
+) -> None:
+    """X3/D2: a child process is SIGKILLed while a catalog call runs (its intent committed);
+    the reopened session answers it by the saved definition's replay policy, as for any tool."""
+    db = tmp_path / "s.sqlite"
+    allowed = ["held_lookup", "hang"]
+    declared = await descriptors(allowed)
+    calls = tmp_path / "calls.fifo"
+    os.mkfifo(calls)
+    spec = {
+        "definition": stdio(logs, FIXTURE_HOLD="1", FIXTURE_CALL_PIPE=str(calls)),
+        "allowed_tools": allowed,
+        "descriptors": [dataclasses.asdict(d) for d in declared],
+    }
+    fake_server.enqueue(
+        [ToolCall("tool_search", {"query": "archive wait"}, id="s1")],
+        [ToolCall(f"fx_{tool}", {"key": "oslo"} if tool == "held_lookup" else {}, id="c1")],
+        [Text("after the crash")],
+    )
+    in_flight, fifo = await open_fifo(calls)  # a reader first, so the server's write can open it
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(CHILD),
+        "--db",
+        str(db),
+        "--base-url",
+        fake_server.base_url,
+        "--catalog",
+        json.dumps(spec),
+        "--request-id",
+        "r1",
+        stdout=asyncio.subprocess.PIPE,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    child = Child(process)
+    try:
+        async with asyncio.timeout(30):
+            assert await in_flight.readline() == f"{tool}\n".encode(), "the server is running the call"
+        await child.kill()
+        before = len(logs.starts())
+        assert before == 1
+
+        catalog = create_mcp_tool_catalog(definition=stdio(logs), allowed_tools=allowed, descriptors=declared)
+        agent = await make_agent(COMPLETIONS, database_path=str(db), session=session(catalog))
+        events = await run_with(agent, {"prompt": "go", "request_id": "r1"})
+        resumed = [m["content"] for m in fake_server.requests[-1].json["messages"] if m["role"] == "tool"]
+        assert resumed[-1] == expected
+        assert [e.status for e in events if e.type == "end"] == ["completed"]
+        assert len(logs.starts()) - before == new_starts
+        await agent.close()
+        assert_store_invariants(db)
+    finally:
+        fifo.close()
+        if process.returncode is None:
+            await child.kill()
+        for pid in logs.starts():  # a server the killed child left behind
+            if not pid_is_gone(pid):
+                os.kill(pid, signal.SIGKILL)
