@@ -8,7 +8,12 @@ same rules against real MCP server processes.
 
 from __future__ import annotations
 
+import ast
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,7 @@ from agentcore.extensions.catalogs import AgentToolCatalog, CatalogToolDescripto
 from agentcore.testing.steps import Text, ToolCall
 from tests.agentcore.session_helpers import last_snapshot, run_with
 
+ROOT = Path(__file__).resolve().parents[2]
 COMPLETIONS = "openai-completions"
 SCHEMA_A = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 SCHEMA_B = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}
@@ -371,3 +377,32 @@ async def test_records_are_json_and_list_every_catalog(make_agent: Any) -> None:
         "status": "declared",
         "error": None,
     }
+
+
+def test_readme_example_runs_and_connects_nothing(workspace: Path) -> None:
+    """X3: the README's catalog example opens a session with an MCP catalog whose command does
+    not exist: nothing is started, the record says ``declared`` and shows no credential."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### Tool catalogs and MCP") :]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match, "no python example in the section"
+    script = workspace / "example.py"
+    script.write_text(match.group(1))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), AGENTCORE_DEMO_DELAY_MS="0")
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=workspace, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    [record] = ast.literal_eval(result.stdout.strip())
+    assert record == {
+        "id": "files",
+        "kind": "mcp",
+        "info": {"transport": "stdio", "target": "my-mcp-server"},
+        "declared_tools": 0,
+        "allowed_tools": 2,
+        "saved_tools": 0,
+        "source": None,
+        "status": "declared",
+        "error": None,
+    }
+    assert "tok-123456" not in result.stdout
