@@ -9,11 +9,13 @@ same rules against real MCP server processes.
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -406,3 +408,77 @@ def test_readme_example_runs_and_connects_nothing(workspace: Path) -> None:
         "error": None,
     }
     assert "tok-123456" not in result.stdout
+
+
+def test_oversized_descriptors_are_refused() -> None:
+    """X3: a declared definition is bounded (it is stored and sent with every request)."""
+    huge = {"type": "object", "properties": {f"p{n}": {"type": "string", "description": "x" * 100} for n in range(600)}}
+    with pytest.raises(InputValidationError) as caught:
+        CatalogToolDescriptor("wx_a", "A.", huge)
+    assert caught.value.field == "parameters"
+    with pytest.raises(InputValidationError) as caught:
+        CatalogToolDescriptor("wx_a", "A" * 20_000, {"type": "object"})
+    assert caught.value.field == "description"
+
+
+async def test_discovery_keeps_out_what_is_not_offered_or_too_large(make_agent: Any, fake_server: Any) -> None:
+    """X3: an undeclared catalog's first search saves only allowed tools the service offers
+    in a storable size; the rest is listed as missing and never offered."""
+    huge = {"type": "object", "properties": {f"p{n}": {"type": "string", "description": "x" * 100} for n in range(600)}}
+
+    async def run(arguments: dict[str, Any], ctx: Any) -> ToolResult:
+        return ToolResult.text("ran")
+
+    async def open_catalog() -> StaticCatalogConnection:
+        return StaticCatalogConnection(
+            [
+                AgentTool("kit_small", "A small kit tool.", {"type": "object"}, run),
+                AgentTool("kit_huge", "A huge kit tool.", huge, run),
+                AgentTool("kit_secret", "A kit tool nobody allowed.", {"type": "object"}, run),
+            ]
+        )
+
+    catalog = AgentToolCatalog(id="kit", allowed_tools=["kit_small", "kit_huge", "kit_gone"], open=open_catalog)
+    fake_server.enqueue([ToolCall("tool_search", {"query": "kit tool"}, id="s1")], [Text("ok")])
+    agent = await make_agent(COMPLETIONS, session={"tool_search": {"catalogs": [catalog]}})
+    events = await run_with(agent, "find kit tools")
+    assert offered(fake_server.requests[1]) >= {"kit_small"}
+    assert not offered(fake_server.requests[1]) & {"kit_huge", "kit_secret", "kit_gone"}
+    record = catalog_record(last_snapshot(events), "kit")
+    assert (record["source"], record["saved_tools"], record["missing"]) == ("discovered", 1, ["kit_huge", "kit_gone"])
+
+
+async def test_cancel_stops_a_call_whose_service_stopped_answering(make_agent: Any, fake_server: Any) -> None:
+    """X3/L8: a catalog that never answers its tool listing cannot hold a cancelled turn."""
+    asked = asyncio.Event()
+
+    class Silent(StaticCatalogConnection):
+        async def list_tools(self) -> Sequence[AgentTool]:
+            asked.set()
+            await asyncio.Event().wait()  # the service stopped answering
+            raise AssertionError("unreachable")
+
+    async def open_silent() -> StaticCatalogConnection:
+        return Silent([])
+
+    catalog = AgentToolCatalog(
+        id="wx", tools=[CatalogToolDescriptor("wx_forecast", DESCRIPTION, SCHEMA_A)], open=open_silent
+    )
+    fake_server.enqueue(
+        [ToolCall("tool_search", {"query": "forecast"}, id="s1")],
+        [ToolCall("wx_forecast", {"city": "Oslo"}, id="c1")],
+    )
+    agent = await make_agent(COMPLETIONS, session={"tool_search": {"catalogs": [catalog]}})
+
+    async def cancel_when_asked() -> None:
+        await asked.wait()
+        await agent.control({"type": "cancel", "request_id": "stop"})
+
+    canceller = asyncio.ensure_future(cancel_when_asked())
+    events = await run_with(agent, {"prompt": "weather", "request_id": "r1"})
+    await canceller
+    assert [e.status for e in events if e.type == "end"] == ["aborted"]
+    assert (
+        "cancelled"
+        in next(e for e in events if e.type == "tool" and e.phase == "end" and e.name == "wx_forecast").result
+    )

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
 from agentcore.errors import InputValidationError
+from agentcore.extensions.catalogs.definitions import LIMITS, oversized
 from agentcore.tools.base import AgentTool, Replay
 
 __all__ = [
@@ -35,7 +36,6 @@ __all__ = [
 
 CATALOG_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 TOOL_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-MAX_DESCRIPTION: Final = 100_000
 MAX_TOOLS: Final = 1_000
 
 ApproveHook = Callable[[dict[str, Any]], Any]  # sync or async; raise (or return False) = deny
@@ -263,8 +263,6 @@ def check_descriptor(tool: CatalogToolDescriptor, prefix: str) -> None:
         raise _fail(f"name must be a tool id of 1-64 [A-Za-z0-9_-], got {tool.name!r}", f"{prefix}name")
     if not isinstance(tool.description, str) or not tool.description.strip():
         raise _fail("description must be a non-empty string", f"{prefix}description")
-    if len(tool.description) > MAX_DESCRIPTION:
-        raise _fail(f"description is longer than {MAX_DESCRIPTION} characters", f"{prefix}description")
     _check_text(tool.description, f"{prefix}description")
     _check_schema(tool.parameters, f"{prefix}parameters", want_object=True)
     if tool.output_schema is not None:
@@ -273,6 +271,11 @@ def check_descriptor(tool: CatalogToolDescriptor, prefix: str) -> None:
         raise _fail(f"replay must be 'never' or 'safe', got {tool.replay!r}", f"{prefix}replay")
     if not isinstance(tool.read_only, bool):
         raise _fail("read_only must be a boolean", f"{prefix}read_only")
+    too_big = oversized(
+        {"description": tool.description, "parameters": tool.parameters, "output_schema": tool.output_schema}
+    )
+    if too_big is not None:
+        raise _fail(f"{too_big} is longer than {LIMITS[too_big]} characters", f"{prefix}{too_big}")
 
 
 def _check_text(text: str, where: str) -> None:

@@ -25,6 +25,8 @@ from agentcore.tools.base import AgentTool
 from agentcore.tools.display import clean_value
 
 FIELDS: Final = ("name", "description", "parameters", "output_schema", "replay", "read_only")
+# Bounds on what one definition may put in the store and in every request that offers it.
+LIMITS: Final = {"description": 16 * 1024, "parameters": 48 * 1024, "output_schema": 48 * 1024}
 
 
 def catalog_key(catalog_id: str) -> str:
@@ -54,6 +56,16 @@ def live_definition(tool: AgentTool) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise NotJson(f"the definition of {tool.name!r} is not plain JSON: {exc}") from None
     return value
+
+
+def oversized(definition: dict[str, Any]) -> str | None:
+    """The first field of ``definition`` over its size limit (characters of its JSON), or None."""
+    for name, limit in LIMITS.items():
+        value = definition.get(name)
+        size = len(value) if isinstance(value, str) else len(json.dumps(value, ensure_ascii=False))
+        if size > limit:
+            return name
+    return None
 
 
 def differences(saved: dict[str, Any], other: dict[str, Any]) -> list[str]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Final, Literal
+from collections.abc import Awaitable
+from typing import Final, Literal, TypeVar
 
 from agentcore.extensions.catalogs.catalog import AgentToolCatalog, CatalogConnection
 
@@ -21,6 +22,31 @@ logger = logging.getLogger(__name__)
 Status = Literal["declared", "connected", "error"]
 
 RETRY_HINT: Final = "This may be temporary: call the tool again to retry."
+
+
+T = TypeVar("T")
+
+
+class Cancelled(Exception):
+    """``abort`` was set while the catalog was being asked something."""
+
+
+async def until_abort(awaitable: Awaitable[T], abort: asyncio.Event) -> T:
+    """``await awaitable`` unless ``abort`` is set first (then it is cancelled and ``Cancelled``
+    is raised): a service that stops answering must not outlive a cancelled call."""
+    work = asyncio.ensure_future(awaitable)
+    stopped = asyncio.ensure_future(abort.wait())
+    try:
+        await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(BaseException):
+                await work
+    if work.cancelled():
+        raise Cancelled
+    return work.result()
 
 
 class CatalogUnavailable(Exception):
@@ -44,7 +70,6 @@ class CatalogLink:
         self.catalog = catalog
         self.connection: CatalogConnection | None = None
         self.error: str | None = None
-        self.opened = 0  # connections opened by this owner (records, tests)
         self._lock: asyncio.Lock | None = None
         self._closed = False
 
@@ -71,29 +96,16 @@ class CatalogLink:
             await self._release()
             connection = await self._open(abort)
             self.connection = connection
-            self.opened += 1
             return connection
 
     async def _open(self, abort: asyncio.Event) -> CatalogConnection:
         name = self.catalog.id
         if abort.is_set():
             raise CatalogUnavailable(f"the call was cancelled before catalog '{name}' connected.")
-        opening = asyncio.ensure_future(self.catalog.open())
-        stopped = asyncio.ensure_future(abort.wait())
         try:
-            await asyncio.wait({opening, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopped.cancel()
-            if not opening.done():  # aborted (or we were cancelled): abandon the attempt
-                opening.cancel()
-                with contextlib.suppress(BaseException):
-                    await opening  # it stops whatever it started before we report
-        if opening.cancelled():
-            raise CatalogUnavailable(f"the call was cancelled while catalog '{name}' was connecting.")
-        try:
-            connection = opening.result()
-        except asyncio.CancelledError:
-            raise
+            connection = await until_abort(self.catalog.open(), abort)
+        except Cancelled:
+            raise CatalogUnavailable(f"the call was cancelled while catalog '{name}' was connecting.") from None
         except Exception as exc:
             retryable = getattr(exc, "retryable", True)
             hint = RETRY_HINT if retryable else "Retrying will not help until the host fixes the catalog."

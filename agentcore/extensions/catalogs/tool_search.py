@@ -39,9 +39,17 @@ from agentcore.extensions.catalogs.definitions import (
     differences,
     live_definition,
     offered_key,
+    oversized,
     rank,
 )
-from agentcore.extensions.catalogs.link import RETRY_HINT, CatalogLink, CatalogUnavailable, describe
+from agentcore.extensions.catalogs.link import (
+    RETRY_HINT,
+    Cancelled,
+    CatalogLink,
+    CatalogUnavailable,
+    describe,
+    until_abort,
+)
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.host import call_hook
 from agentcore.messages import TextContent
@@ -55,6 +63,7 @@ if TYPE_CHECKING:
 TOOL_SEARCH: Final = "tool_search"
 DEFAULT_LIMIT: Final = 8
 MAX_LIMIT: Final = 20
+SCHEMA_SHOWN: Final = 2_000  # characters of a found tool's schema shown in the search result
 NEW_SESSION: Final = "Using a changed definition needs a new session."
 # Names catalog tools can never take: built-in and session tools (extra tools are checked at open).
 RESERVED: Final = frozenset(
@@ -279,9 +288,11 @@ class ToolSearchExtension(BaseExtension):
                 return None
             try:
                 connection = await link.connect(abort)
-                live = {tool.name: tool for tool in await connection.list_tools()}
+                live = {tool.name: tool for tool in await until_abort(connection.list_tools(), abort)}
             except CatalogUnavailable as exc:
                 return exc.message
+            except Cancelled:
+                return "the search was cancelled"
             except Exception as exc:
                 message = catalog.clean(f"catalog '{catalog.id}' could not list its tools: {describe(exc)}")
                 await link.fail(message)
@@ -291,11 +302,13 @@ class ToolSearchExtension(BaseExtension):
             for tool_id in catalog.allowed_tools or ():
                 tool = live.get(tool_id)
                 try:
-                    if tool is None:
-                        raise NotJson(f"{tool_id!r} is not offered")
-                    tools[tool_id] = live_definition(tool)
+                    definition = live_definition(tool) if tool is not None else None
                 except NotJson:
-                    missing.append(tool_id)
+                    definition = None
+                if definition is None or oversized(definition) is not None:
+                    missing.append(tool_id)  # not offered, or not something the store can keep
+                else:
+                    tools[tool_id] = definition
             key = catalog_key(catalog.id)
             value = {"kind": catalog.kind, "source": "discovered", "tools": tools, "missing": missing}
             self.view.commit(Commit(registers=[RegisterWrite(key, value, expected_seq=self.view.register_seq(key))]))
@@ -358,7 +371,9 @@ class ToolSearchExtension(BaseExtension):
         except CatalogUnavailable as exc:
             return _error(exc.message)
         try:
-            live = {tool.name: tool for tool in await connection.list_tools()}
+            live = {tool.name: tool for tool in await until_abort(connection.list_tools(), ctx.abort)}
+        except Cancelled:
+            return _error(f"The call to '{tool_id}' was cancelled.")
         except Exception as exc:
             message = catalog.clean(f"catalog '{catalog_id}' could not list its tools: {describe(exc)}")
             await link.fail(message)
@@ -429,20 +444,17 @@ def _search_result(
     query: str, matches: list[tuple[str, dict[str, Any]]], unreachable: list[dict[str, str]], *, searched: int
 ) -> ToolResult:
     found = [
-        {
-            "name": definition["name"],
-            "catalog": catalog_id,
-            "description": definition["description"],
-            "parameters": definition["parameters"],
-        }
+        {"name": definition["name"], "catalog": catalog_id, "description": definition["description"]}
         for catalog_id, definition in matches
     ]
     lines: list[str] = []
     if found:
         lines.append(f"Found {len(found)} tool(s); you can call them from your next step:")
-        for item in found:
-            schema = json.dumps(item["parameters"], ensure_ascii=False, separators=(",", ":"))
-            lines.append(f"- {item['name']} (catalog {item['catalog']}): {item['description']}\n  parameters: {schema}")
+        for (catalog_id, definition), item in zip(matches, found, strict=True):
+            schema = json.dumps(definition["parameters"], ensure_ascii=False, separators=(",", ":"))
+            if len(schema) > SCHEMA_SHOWN:  # the full schema comes with the tool itself
+                schema = f"{schema[:SCHEMA_SHOWN]}… (cut; the tool's own definition has all of it)"
+            lines.append(f"- {item['name']} (catalog {catalog_id}): {item['description']}\n  parameters: {schema}")
     else:
         lines.append(f"No tool matches {query!r} (searched {searched} tool(s)). Try other keywords.")
     for problem in unreachable:
