@@ -482,3 +482,22 @@ async def test_cancel_stops_a_call_whose_service_stopped_answering(make_agent: A
         "cancelled"
         in next(e for e in events if e.type == "tool" and e.phase == "end" and e.name == "wx_forecast").result
     )
+
+
+async def test_a_catalog_tool_named_like_an_extra_tool_is_never_offered(make_agent: Any, fake_server: Any) -> None:
+    """X3: an extra tool keeps its name; the catalog tool that collides is shown as a conflict."""
+
+    async def local(arguments: dict[str, Any], ctx: Any) -> ToolResult:
+        return ToolResult.text("local forecast")
+
+    extra = AgentTool("wx_forecast", "The host's own forecast tool.", SCHEMA_A, local)
+    service = WeatherService()
+    fake_server.enqueue([ToolCall("tool_search", {"query": "forecast"}, id="s1")], [Text("ok")])
+    agent = await make_agent(
+        COMPLETIONS, extra_tools=[extra], session={"tool_search": {"catalogs": [declared(service)]}}
+    )
+    events = await run_with(agent, "find")
+    assert "No tool matches" in tool_results(fake_server.requests[1])[0]
+    names = [t["function"]["name"] for t in fake_server.requests[1].json["tools"]]
+    assert names.count("wx_forecast") == 1
+    assert catalog_record(last_snapshot(events))["conflicts"] == ["wx_forecast"]
