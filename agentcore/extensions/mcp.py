@@ -1,8 +1,9 @@
 """MCP servers as agentcore tools (SPEC T4, on the tool contract of SPEC T3).
 
 ``connect_mcp_server`` spawns a stdio MCP server with the official ``mcp`` SDK and keeps the
-session alive; ``create_mcp_tools`` turns the server's tools into ``AgentTool`` objects that
-can be passed as ``extra_tools``::
+session alive (``connect_mcp_http`` does the same for a streamable HTTP server);
+``create_mcp_tools`` turns the server's tools into ``AgentTool`` objects that can be passed as
+``extra_tools`` (or served lazily through a tool catalog, ``agentcore.extensions.mcp_catalog``)::
 
     async with await connect_mcp_server("npx", ["-y", "some-mcp-server"], server_id="files",
                                         env={"API_TOKEN": token}) as conn:
@@ -23,9 +24,10 @@ the per-call task makes the SDK send ``notifications/cancelled`` to the server a
 session usable for the next call.
 
 Failure behaviour: a server that exits (crash, kill, ``os._exit``) is noticed when its stdout
-closes. Calls in flight and every later call then fail with a ``ToolError`` naming the server
-and quoting the tail of its stderr; the model sees it as an error tool result, the runtime and
-other tools keep working, and the host may reconnect with a new ``connect_mcp_server``.
+closes (stdio) or when a request's response stream breaks (HTTP). Calls in flight and every
+later call then fail with a ``ToolError`` naming the server (and quoting the tail of its stderr
+for stdio); the model sees it as an error tool result, the runtime and other tools keep
+working, and the host may reconnect with a new ``connect_mcp_server`` / ``connect_mcp_http``.
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ import json
 import logging
 import os
 import re
+import urllib.parse
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Final, TextIO
+from typing import Any, Final, Protocol, TextIO
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -57,8 +60,10 @@ __all__ = [
     "MCP_CONNECTION_FAILED",
     "McpConnection",
     "McpConnectionError",
+    "connect_mcp_http",
     "connect_mcp_server",
     "create_mcp_tools",
+    "mcp_agent_tool",
     "mcp_tool_name",
 ]
 
@@ -73,6 +78,7 @@ _MAX_NAME: Final = 64  # what the provider APIs accept for a function name
 _STDERR_TAIL_BYTES: Final = 4096
 _STDERR_SETTLE_SECONDS: Final = 0.5  # how long a crash report waits for the last stderr bytes
 _CANCEL_SETTLE_SECONDS: Final = 2.0  # bound on waiting for a cancelled call to unwind
+_CLOSE_SECONDS: Final = 5.0  # bound on a polite close before the owner task is cancelled
 
 
 class McpConnectionError(AgentError):
@@ -162,18 +168,83 @@ class _EofWatchingStream:
         return result
 
 
-class McpConnection:
-    """A live session with one stdio MCP server (SPEC T4).
+class _Transport(Protocol):
+    """How a connection reaches its server: opens the SDK's read/write streams inside the
+    owner task's exit stack (so they are closed by the task that opened them)."""
 
-    Created by ``connect_mcp_server``. ``closed`` turns True after ``aclose()`` or when the
-    server exits; ``error`` then says why (None after a normal ``aclose()``). A dead connection
-    never comes back: connect again to get a fresh process.
+    kind: str  # "stdio" | "http", for messages
+    target: str  # what error messages name: the command, or the URL without credentials
+
+    async def open(self, stack: AsyncExitStack, connection: McpConnection) -> tuple[Any, Any]: ...
+
+
+class _StdioTransport:
+    kind = "stdio"
+
+    def __init__(self, params: StdioServerParameters) -> None:
+        self.params = params
+        self.target = params.command
+
+    async def open(self, stack: AsyncExitStack, connection: McpConnection) -> tuple[Any, Any]:
+        loop = asyncio.get_running_loop()
+        read_fd, write_fd = os.pipe()
+        errlog: TextIO = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        try:
+            tail = connection._stderr = _StderrTail(connection.server_id)
+            stderr_transport, _ = await loop.connect_read_pipe(lambda: tail, os.fdopen(read_fd, "rb", buffering=0))
+            stack.callback(stderr_transport.close)
+            streams: tuple[Any, Any] = await stack.enter_async_context(stdio_client(self.params, errlog=errlog))
+        finally:
+            errlog.close()  # the child holds its own copy; ours would hide the EOF
+        return streams
+
+
+class _HttpTransport:
+    kind = "http"
+
+    def __init__(self, url: str, headers: dict[str, str] | None, timeout: float) -> None:
+        self.url = url
+        self.headers = headers
+        self.timeout = timeout
+        self.target = _public_url(url)
+
+    async def open(self, stack: AsyncExitStack, connection: McpConnection) -> tuple[Any, Any]:
+        import httpx2  # the SDK's HTTP client (a dependency of ``mcp``)
+        from mcp.client.streamable_http import streamable_http_client
+
+        # The SDK's defaults (30 s, 300 s to read a held response stream) with our connect bound;
+        # redirects stay off: the SDK follows same-origin redirects itself.
+        timeout = httpx2.Timeout(30.0, read=300.0, connect=self.timeout)
+        client = await stack.enter_async_context(httpx2.AsyncClient(headers=self.headers, timeout=timeout))
+        read, write, *_ = await stack.enter_async_context(streamable_http_client(self.url, http_client=client))
+        return read, write
+
+
+def _public_url(url: str) -> str:
+    """``url`` without user info, query or fragment: what may appear in messages and records
+    (tokens are often passed in a query string)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class McpConnection:
+    """A live session with one MCP server over stdio or streamable HTTP (SPEC T4).
+
+    Created by ``connect_mcp_server`` / ``connect_mcp_http``. ``closed`` turns True after
+    ``aclose()`` or when the server exits; ``error`` then says why (None after a normal
+    ``aclose()``). A dead connection never comes back: connect again to get a fresh one.
+    ``command`` is what messages name: the stdio command, or the HTTP URL without credentials.
     """
 
-    def __init__(self, server_id: str, command: str, args: list[str]) -> None:
+    def __init__(self, server_id: str, command: str, args: list[str], *, transport: str = "stdio") -> None:
         self.server_id = server_id
         self.command = command
         self.args = args
+        self.transport = transport
         self.server_info: mcp_types.Implementation | None = None
         self.error: str | None = None
         self._session: ClientSession | None = None
@@ -190,44 +261,30 @@ class McpConnection:
         return self._closed or self.error is not None
 
     def stderr_tail(self) -> str:
-        """The last few KiB the server wrote to stderr (empty if none)."""
+        """The last few KiB the server wrote to stderr (empty if none, and always for HTTP)."""
         return self._stderr.tail() if self._stderr is not None else ""
 
     def _unavailable_message(self) -> str:
         if self.error is not None:
-            return f"{self.error}. Reconnect with connect_mcp_server() to use its tools again."
+            return f"{self.error}. Reconnect to use its tools again."
         return f"the connection to MCP server '{self.server_id}' is closed"
 
     def _on_transport_eof(self) -> None:
         if self._closing or self.error is not None:
             return
-        self.error = f"MCP server '{self.server_id}' exited"
+        lost = "exited" if self.transport == "stdio" else "closed the connection"
+        self.error = f"MCP server '{self.server_id}' {lost}"
         if self._session is not None:  # during start-up the connect error reports it instead
-            logger.warning("MCP server %r exited unexpectedly", self.server_id)
+            logger.warning("MCP server %r %s unexpectedly", self.server_id, lost)
         self._stop.set()  # let the owner task reap the process and release the pipes
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def _run(
-        self,
-        params: StdioServerParameters,
-        connect_timeout: float,
-        ready: asyncio.Future[None],
-    ) -> None:
+    async def _run(self, transport: _Transport, connect_timeout: float, ready: asyncio.Future[None]) -> None:
         """Own the SDK's context managers from start to finish, in this one task."""
-        loop = asyncio.get_running_loop()
-        stderr_transport: asyncio.ReadTransport | None = None
-        errlog: TextIO | None = None
         try:
-            read_fd, write_fd = os.pipe()
-            errlog = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
-            tail = self._stderr = _StderrTail(self.server_id)
-            stderr_transport, _ = await loop.connect_read_pipe(lambda: tail, os.fdopen(read_fd, "rb", buffering=0))
             async with AsyncExitStack() as stack:
-                try:
-                    read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-                finally:
-                    errlog.close()  # the child holds its own copy; ours would hide the EOF
+                read, write = await transport.open(stack, self)
                 session = await stack.enter_async_context(
                     ClientSession(_EofWatchingStream(read, self._on_transport_eof), write)
                 )
@@ -246,10 +303,6 @@ class McpConnection:
         finally:
             self._session = None
             self._closed = True
-            if errlog is not None and not errlog.closed:
-                errlog.close()
-            if stderr_transport is not None:
-                stderr_transport.close()
             if not ready.done():  # pragma: no cover - every path above settles it
                 ready.set_exception(McpConnectionError("connection ended", server_id=self.server_id, retryable=True))
 
@@ -285,14 +338,20 @@ class McpConnection:
     async def aclose(self) -> None:
         """Close the session and stop the server process (idempotent).
 
-        The SDK closes the server's stdin, waits briefly for it to exit, then terminates and
-        finally kills its whole process group, so no server outlives this call.
+        stdio: the SDK closes the server's stdin, waits briefly for it to exit, then terminates
+        and finally kills its whole process group, so no server outlives this call. HTTP: the
+        SDK ends the session with a DELETE. A server that does not answer cannot hold this up
+        for more than ``_CLOSE_SECONDS``: the owner task is then cancelled (the SDK's stdio
+        shutdown runs shielded from that cancel, so the process is still stopped).
         """
         self._closing = True
         self._stop.set()
         task = self._task
         if task is not None and not task.done():
-            await asyncio.shield(task)
+            await asyncio.wait({task}, timeout=_CLOSE_SECONDS)  # never cancels the owner task
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
         self._closed = True
 
     async def __aenter__(self) -> McpConnection:
@@ -368,9 +427,8 @@ class McpConnection:
             return ToolError(f"the connection to MCP server '{self.server_id}' was closed during {what}")
         if self.error is None:  # EOF raced ahead of our watcher; record it now
             self._on_transport_eof()
-        message = (
-            f"MCP server '{self.server_id}' exited during {what}; its tools are unavailable until the host reconnects."
-        )
+        lost = "exited" if self.transport == "stdio" else "closed the connection"
+        message = f"MCP server '{self.server_id}' {lost} during {what}; its tools are unavailable until it reconnects."
         tail = await self._settled_stderr_tail()
         if tail:
             message += f" Its stderr ends with:\n{tail}"
@@ -415,21 +473,54 @@ async def connect_mcp_server(
         raise InputValidationError("command must be a non-empty string", field="command")
     if isinstance(args, str):
         raise InputValidationError("args must be a list of strings, not a string", field="args")
-    if not isinstance(server_id, str) or not _SERVER_ID_RE.match(server_id):
-        raise InputValidationError(
-            f"server_id must be 1-32 characters of [a-zA-Z0-9_-], got {server_id!r}", field="server_id"
-        )
-    if connect_timeout <= 0:
-        raise InputValidationError("connect_timeout must be positive", field="connect_timeout")
+    _check_common(server_id, connect_timeout)
     if env is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise InputValidationError("env must map strings to strings", field="env")
 
     arg_list = [str(a) for a in args]
     params = StdioServerParameters(command=command, args=arg_list, env=dict(env) if env else None, cwd=cwd)
     connection = McpConnection(server_id, command, arg_list)
+    return await _start(connection, _StdioTransport(params), connect_timeout)
+
+
+async def connect_mcp_http(
+    url: str,
+    headers: dict[str, str] | None = None,
+    *,
+    server_id: str = "mcp",
+    connect_timeout: float = 30,
+) -> McpConnection:
+    """Connect to a streamable HTTP MCP server and initialize the session (SPEC T4, X3).
+
+    ``url`` is the server's MCP endpoint (``http://127.0.0.1:8000/mcp``); ``headers`` (e.g.
+    ``Authorization``) go with every request and are never shown in messages, which name the
+    URL without user info or query string. Redirects are followed only within the endpoint's
+    origin (the SDK's rule). Errors as for ``connect_mcp_server``: a refused or timed-out
+    connection is a retryable ``McpConnectionError``.
+    """
+    if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise InputValidationError("url must be an http:// or https:// URL", field="url")
+    _check_common(server_id, connect_timeout)
+    if headers is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+        raise InputValidationError("headers must map strings to strings", field="headers")
+    transport = _HttpTransport(url, dict(headers) if headers else None, connect_timeout)
+    connection = McpConnection(server_id, transport.target, [], transport="http")
+    return await _start(connection, transport, connect_timeout)
+
+
+def _check_common(server_id: str, connect_timeout: float) -> None:
+    if not isinstance(server_id, str) or not _SERVER_ID_RE.match(server_id):
+        raise InputValidationError(
+            f"server_id must be 1-32 characters of [a-zA-Z0-9_-], got {server_id!r}", field="server_id"
+        )
+    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout > 0:
+        raise InputValidationError("connect_timeout must be a positive number of seconds", field="connect_timeout")
+
+
+async def _start(connection: McpConnection, transport: _Transport, connect_timeout: float) -> McpConnection:
     ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     connection._task = asyncio.create_task(
-        connection._run(params, connect_timeout, ready), name=f"mcp-connection:{server_id}"
+        connection._run(transport, connect_timeout, ready), name=f"mcp-connection:{connection.server_id}"
     )
     try:
         await asyncio.shield(ready)
@@ -512,10 +603,11 @@ async def create_mcp_tools(
             )
         named = [(name, tool) for name, tool in named if tool.name in wanted or name in wanted]
 
-    return [_to_agent_tool(connection, name, tool) for name, tool in named]
+    return [mcp_agent_tool(connection, name, tool) for name, tool in named]
 
 
-def _to_agent_tool(connection: McpConnection, name: str, tool: mcp_types.Tool) -> AgentTool:
+def mcp_agent_tool(connection: McpConnection, name: str, tool: mcp_types.Tool) -> AgentTool:
+    """One listed MCP tool as an ``AgentTool`` named ``name`` (see ``create_mcp_tools``)."""
     hints = tool.annotations
     read_only = bool(hints and hints.read_only_hint)
     replay: Replay = "safe" if read_only or bool(hints and hints.idempotent_hint) else "never"

@@ -118,6 +118,7 @@ EXTENSION_MODULES: Mapping[str, str] = MappingProxyType(
         "registry": "agentcore.extensions.tasks",
         "environment": "agentcore.extensions.environment",
         "code_mode": "agentcore.extensions.codemode",
+        "tool_search": "agentcore.extensions.catalogs.tool_search",
     }
 )
 
