@@ -33,7 +33,7 @@ from agentcore.tools.guard import PathGuard
 from agentcore.tools.selection import select_tools
 
 COMMUNICATION_SKILL = "i-have-adhd.md"
-SESSION_TOOLS = ("update_plan", "subagent")
+SESSION_TOOLS = ("update_plan", "subagent", "codemode", "tool_search")
 
 
 @dataclass(slots=True, frozen=True)
@@ -230,8 +230,14 @@ class ConfigResolver:
         )
         if mode == "plan" and (opts.tools is None or ASK_USER in opts.tools):
             tools = [*tools, ask_user_tool()]
-        # Session tools follow the same narrowing: an explicit ``tools`` list must name them.
-        tools += [tool for tool in scope.extra if opts.tools is None or tool.name in opts.tools]
+        # Session tools follow the same narrowing: an explicit ``tools`` list must name them. A tool
+        # a catalog offers is governed by its catalog (found through ``tool_search``, which the list
+        # names), since its id is not known when the list is written.
+        tools += [
+            tool
+            for tool in scope.extra
+            if opts.tools is None or tool.name in opts.tools or "catalog_id" in tool.metadata
+        ]
         if scope.only is not None:
             tools = [tool for tool in tools if tool.name in scope.only]
         system = settings.get("system_prompt") or opts.system_prompt or load_prompt("system.md")

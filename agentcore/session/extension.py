@@ -40,6 +40,11 @@ class SessionExtension(Protocol):
         """Prompt sections appended to the system prompt of ``context``'s turns."""
         ...
 
+    def tool_details(self, context: Context) -> dict[str, dict[str, Any]]:
+        """Extra ``detail`` for tool tasks of ``context``, by task id (e.g. a code-mode script
+        with its nested calls)."""
+        ...
+
     def observe(self, context: Context, event: AgentEvent) -> None:
         """See every event the session emits (hooks); must not block or raise."""
         ...
@@ -85,6 +90,9 @@ class BaseExtension:
 
     def sections(self, context: Context) -> list[str]:
         return []
+
+    def tool_details(self, context: Context) -> dict[str, dict[str, Any]]:
+        return {}
 
     def observe(self, context: Context, event: AgentEvent) -> None:
         return None

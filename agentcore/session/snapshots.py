@@ -51,15 +51,16 @@ class SnapshotBuilder:
         by_conversation = {c.conversation_id: c for c in driver.contexts.all(include_deleted=True)}
         tasks: list[TaskState] = []
         ended: list[tuple[int, Callable[[], TaskState]]] = []  # (store seq, build) of finished tasks
+        details = {c.conversation_id: self._tool_details(c) for c in contexts}
         for context in contexts:
-            tasks.extend(self._tool_tasks(context))
+            tasks.extend(self._tool_tasks(context, details[context.conversation_id]))
         child_tasks, child_history = self._subagent_tasks(by_conversation)
         tasks.extend(child_tasks)
         ended.extend(child_history)
         rows_active, rows_history = self._row_tasks(by_conversation)
         tasks.extend(rows_active)
         ended.extend(rows_history)
-        ended.extend(self._tool_history(contexts))
+        ended.extend(self._tool_history(contexts, details))
         history_total = len(child_history) + len(rows_history) + sum(
             driver.view.log(c.conversation_id).tools_finished for c in contexts
         )
@@ -120,7 +121,13 @@ class SnapshotBuilder:
 
     # --- tasks ---------------------------------------------------------------------------
 
-    def _tool_tasks(self, context: Context) -> list[TaskState]:
+    def _tool_details(self, context: Context) -> dict[str, dict[str, Any]]:
+        merged: dict[str, dict[str, Any]] = {}
+        for extension in self.driver.extensions:
+            merged.update(extension.tool_details(context))
+        return merged
+
+    def _tool_tasks(self, context: Context, details: dict[str, dict[str, Any]]) -> list[TaskState]:
         """The open turn's tool calls: submitted arguments, running once their intent is durable."""
         log = self.driver.view.log(context.conversation_id)
         op = log.op
@@ -147,11 +154,14 @@ class SnapshotBuilder:
                     target_id=context.target_id,
                     request_id=op["request_id"],
                     arguments=call["arguments"],
+                    detail=details.get(task_id, {}),
                 )
             )
         return out
 
-    def _tool_history(self, contexts: list[Context]) -> list[tuple[int, Callable[[], TaskState]]]:
+    def _tool_history(
+        self, contexts: list[Context], details: dict[str, dict[str, dict[str, Any]]]
+    ) -> list[tuple[int, Callable[[], TaskState]]]:
         out: list[tuple[int, Callable[[], TaskState]]] = []
         for context in contexts:
             log = self.driver.view.log(context.conversation_id)
@@ -166,6 +176,7 @@ class SnapshotBuilder:
                     request_id=item.get("request_id"),
                     arguments=item["arguments"],
                     result=item["result"],
+                    detail=details[context.conversation_id].get(item["task_id"], {}),
                 )
                 out.append((int(item.get("seq", 0)), build))
         return out

@@ -443,3 +443,35 @@ def test_readme_code_mode_example_runs(workspace: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "Return value:" in result.stdout and "completed" in result.stdout
+
+
+async def test_the_codemode_task_carries_its_script_and_nested_calls(make_agent, fake_server) -> None:
+    """W3/X4: the snapshot's task for a codemode call has the script, its nested calls in order
+    (name, arguments, result, duration, replayed or not) and the output, for the Trace."""
+    code = 'const a = await tools.ls({}); text("listed"); return (await tools.read({path: "README.md"})).length;'
+    fake_server.enqueue(*script_turn(code))
+    agent = await make_agent(COMPLETIONS, session={"code_mode": {}})
+    events = await run_with(agent, {"prompt": "go", "request_id": "r"})
+    task = next(t for t in last_snapshot(events)["history"] if t["name"] == "codemode")
+    detail = task["detail"]
+    assert detail["script"] == code and detail["status"] == "completed" and detail["output"].startswith("listed")
+    assert [(c["index"], c["name"], c["arguments"]) for c in detail["calls"]] == [
+        (0, "ls", {}),
+        (1, "read", {"path": "README.md"}),
+    ]
+    assert all(c["duration_ms"] is not None and c["replayed"] is False for c in detail["calls"])
+    assert "Demo project" in detail["calls"][1]["result"]
+
+
+async def test_an_explicit_tools_list_names_codemode_like_any_session_tool(make_agent, fake_server) -> None:
+    """T3/X4: tools=[...] narrows session tools too: naming codemode keeps it, leaving it out
+    drops it; naming it is never an unknown-tool error."""
+    from agentcore.testing.steps import Text
+
+    fake_server.enqueue([Text("a")], [Text("b")])
+    kept = await make_agent(COMPLETIONS, session={"code_mode": {}}, tools=["read", "codemode"])
+    await run_with(kept, "one")
+    dropped = await make_agent(COMPLETIONS, session={"code_mode": {}}, tools=["read"])
+    await run_with(dropped, "two")
+    offered = [{t["function"]["name"] for t in r.json["tools"]} for r in fake_server.requests]
+    assert offered == [{"read", "codemode"}, {"read"}]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agentcore.extensions.codemode.options import CodeModeOptions
 from agentcore.extensions.codemode.sandbox import sandbox_fingerprint
 from agentcore.extensions.codemode.tool import ScriptRun, codemode_tool
-from agentcore.extensions.codemode.trace import code_mode_record
+from agentcore.extensions.codemode.trace import code_mode_executions, code_mode_record
 from agentcore.session.extension import BaseExtension
 from agentcore.tools.base import AgentTool
 
@@ -37,6 +37,14 @@ class CodeModeExtension(BaseExtension):
         driver = self.driver
         logs = [(c.target_id, driver.view.log(c.conversation_id)) for c in driver.contexts.all()]
         return {"code_mode": code_mode_record(self.options, sandbox_fingerprint(), logs, set(self.running))}
+
+    def tool_details(self, context: Context) -> dict[str, dict[str, Any]]:
+        """Each codemode call's execution (script, nested calls, output) on its tool task."""
+        log = self.driver.view.log(context.conversation_id)
+        return {
+            execution["task_id"]: execution
+            for execution in code_mode_executions(context.target_id, log, set(self.running))
+        }
 
     def cancel_task(self, context: Context, task_id: str, owned_targets: set[int]) -> list[str] | None:
         """``cancel`` of a running script's task: the script stops, the turn goes on with its

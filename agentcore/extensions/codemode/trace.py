@@ -51,6 +51,14 @@ def code_mode_record(
     }
 
 
+def code_mode_executions(target_id: int, log: ConversationLog, running: set[str]) -> list[dict[str, Any]]:
+    """Every execution the log keeps for one context (the newest settled ones and the open ones)."""
+    return [
+        *(_execution(target_id, run, True, running) for run in log.code_history),
+        *(_execution(target_id, run, False, running) for run in log.code_runs.values()),
+    ]
+
+
 def _execution(target_id: int, run: CodeRun, settled: bool, running: set[str]) -> dict[str, Any]:
     header, end = run.header, run.end or {}
     task_id = str(header.get("task_id") or "")
