@@ -42,6 +42,7 @@ from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.environment import execution_env
 from agentcore.tools.executor import execute_call, prepare_call
 from agentcore.tools.lifeline import new_call_token
+from agentcore.tracing import Span
 
 NO_ONE_TO_ASK = (
     "No one is available to answer questions in this run. Continue with your best assumptions "
@@ -190,8 +191,13 @@ class ToolRound(Decisions):
         if not intents.is_empty():
             self.log.commit(intents)
         starts: dict[str, float] = {}
+        spans: dict[str, Span] = {}
         for call, _tool, arguments, display_id in runnable:
             starts[display_id] = self.clock()
+            if self.tracer is not None and self.op_span is not None:
+                spans[display_id] = self.tracer.tool(
+                    self.op_span, name=call["name"], call_id=display_id, arguments=arguments
+                )
             yield ToolEvent(
                 phase="start", tool_call_id=display_id, name=call["name"], index=call["index"], arguments=arguments
             )
@@ -210,6 +216,8 @@ class ToolRound(Decisions):
                 yield update
         except BaseException:  # the engine itself is stopped (close): its tools stop with it
             work.cancel()
+            for running in spans.values():
+                running.end(error="interrupted")
             raise
         result = work.result()
         if any(runner.paused for runner in runners.values()):
@@ -244,6 +252,9 @@ class ToolRound(Decisions):
                 commit.entries.extend(nested.settlement.entries)
                 commit.registers.extend(nested.settlement.registers)
             commit.entries.append(self.log.message_entry(message, self.request_id, call_key=key))
+            if display_id in spans and self.tracer is not None:
+                content = {"gen_ai__tool__call__result": message.text[:16_384]} if self.tracer.capture_content else {}
+                spans.pop(display_id).end(error=message.text[:200] if result.is_error else None, **content)
             started = starts.get(display_id)
             finished.append(
                 ToolEvent(

@@ -63,6 +63,12 @@ async def test_span_tree_and_genai_attributes(make_agent, fake_server, exporter)
     assert first["gen_ai.usage.output_tokens"] == 10
     assert first["gen_ai.response.finish_reasons"] == ("tool_use",)
     assert dict(chats[1].attributes)["gen_ai.response.finish_reasons"] == ("stop",)
+    (tool,) = by_name(spans, "execute_tool")
+    assert tool.parent.span_id == run.context.span_id
+    tool_attributes = dict(tool.attributes)
+    assert tool_attributes["gen_ai.operation.name"] == "execute_tool" and tool_attributes["gen_ai.tool.name"] == "ls"
+    assert tool_attributes["gen_ai.tool.call.id"].endswith(":c1") and "gen_ai.tool.call.arguments" not in tool_attributes
+    assert chats[0].end_time <= tool.start_time and tool.end_time <= chats[1].start_time, "request, tool, request"
     assert dict(run.attributes)["agentcore.request_id"] == "r1"
     assert dict(run.attributes)["agentcore.status"] == "completed"
     assert all("gen_ai.output.messages" not in dict(s.attributes) for s in spans)
