@@ -308,20 +308,21 @@ class ToolRound(Decisions):
         return key in self.log.intents and key not in self._fresh_intents
 
     def early_intents(self, cfg: TurnConfig, step: int, calls: list[dict[str, Any]]) -> list[Entry]:
-        """Intents that can travel in the same transaction as the assistant message.
+        """Intents that travel in the same transaction as the assistant message.
 
-        Only for ``replay="safe"`` tools that need no decision (no approval, not ask_user) and
-        whose arguments validate: recovery re-runs them from these persisted arguments whether
-        or not they had started, so committing the intent early changes nothing — except one
-        transaction less per tool round on the hot path. Other calls get their intent right
-        before they run, so a crash before that never reports them as "interrupted".
+        For every call that needs no decision (no approval, not ask_user) and whose arguments
+        validate: its intent (prepared arguments, replay policy, call token) is durable before
+        the call can start, exactly as if written just before it — with one transaction less per
+        tool round on the hot path (two per turn instead of three). Recovery treats such an
+        intent like any other: a ``safe`` call runs again from the persisted arguments, a
+        ``never`` call is answered "outcome unknown" (after its processes are reaped), even if
+        the crash came before it started — we cannot know, so we never guess "not run".
         """
         entries = []
         for call in calls:
             tool = cfg.find_tool(call["name"])
             if (
                 tool is None
-                or tool.replay != "safe"
                 or tool.name == ASK_USER
                 or RAW_ARGUMENTS_KEY in call["arguments"]
                 or "oversize_tokens" in call
@@ -333,7 +334,10 @@ class ToolRound(Decisions):
             if isinstance(prepared, ToolResult):
                 continue
             key = call_key(self.request_id, step, call["index"])
-            payload = {"call_key": key, "name": tool.name, "arguments": prepared, "replay": "safe", "id": call["id"]}
+            payload = {"call_key": key, "name": tool.name, "arguments": prepared, "replay": tool.replay}
+            payload["id"] = call["id"]
+            if tool.replay != "safe":
+                payload["call_token"] = new_call_token()  # recovery reaps processes the call left
             entries.append(self.log.entry("tool_intent", payload))
             self._fresh_intents.add(key)
         return entries

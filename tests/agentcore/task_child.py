@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +49,14 @@ async def main() -> None:
         session={"registry": registry},
     )
     started = args.task is None
+    ready = False
     try:
         async for event in runtime.serve():
             if event.type != "session":
                 continue
+            if not ready:
+                ready = True
+                _print({"type": "ready", "ms": int(time.time() * 1000)})
             if not started:
                 started = True
                 command = {"type": "task", "request_id": "t1", "name": args.task, "input": json.loads(args.input)}

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from agentcore import AgentTool, ToolResult
-from agentcore.engine.tool_round import INTERRUPTED_RESULT
+from agentcore.engine.interrupted import INTERRUPTED_RESULT
 from agentcore.errors import InputValidationError
 from agentcore.extensions.catalogs import CatalogToolDescriptor
 from agentcore.extensions.mcp import connect_mcp_server

@@ -66,8 +66,9 @@ async def test_response_usage_and_next_state_are_one_transaction(make_agent, fak
 
 
 async def test_intent_is_committed_before_every_effect(make_agent, fake_server) -> None:
-    """Invariant 9: each tool starts only after its intent is durable. A replay-safe call's intent
-    travels with the assistant message; a never-replay call's intent is its own transaction."""
+    """Invariant 9: each tool starts only after its intent is durable. A call that needs no
+    decision has its intent in the response's own transaction (safe and never alike); a call a
+    host must approve gets its intent in a transaction of its own, after the approval."""
     factory = RecordingFactory()
     seen_safe: list[int] = []
     seen_never: list[int] = []
@@ -78,11 +79,29 @@ async def test_intent_is_committed_before_every_effect(make_agent, fake_server) 
     fake_server.enqueue([ToolCall("safe_probe", {}, id="s")], [ToolCall("never_probe", {}, id="n")], [Text("ok")])
     agent = await make_agent(storage=factory, extra_tools=tools)
     assert final(await collect(agent, "go")).status == "completed"
-    safe_intent = next(i for i, c in enumerate(factory.commits) if "tool_intent" in kinds(c))
-    assert "message:assistant" in kinds(factory.commits[safe_intent]), "safe intent rides with the response"
-    assert seen_safe == [safe_intent + 1]
-    never_intent = [i for i, c in enumerate(factory.commits) if "tool_intent" in kinds(c)][1]
-    assert kinds(factory.commits[never_intent]) == ["tool_intent"]
-    assert seen_never == [never_intent + 1], "the never-replay tool started right after its own intent commit"
+    safe_intent, never_intent = [i for i, c in enumerate(factory.commits) if "tool_intent" in kinds(c)]
+    assert "message:assistant" in kinds(factory.commits[safe_intent]), "the intent rides with the response"
+    assert "message:assistant" in kinds(factory.commits[never_intent]), "also for a never-replay call"
+    assert seen_safe == [safe_intent + 1] and seen_never == [never_intent + 1], "each started after its intent"
     results = [i for i, c in enumerate(factory.commits) if "message:tool_result" in kinds(c)]
     assert results[0] > safe_intent and results[1] > never_intent
+
+
+async def test_an_approved_call_gets_its_intent_after_the_approval(make_agent, fake_server) -> None:
+    """Invariant 9/11: with a host approving calls, the intent is committed only once the call is
+    approved — in its own transaction, right before the effect."""
+    from agentcore import AgentHost
+
+    factory = RecordingFactory()
+    seen: list[int] = []
+    approvals: list[int] = []
+
+    def approve(payload: dict) -> None:
+        approvals.append(len(factory.commits))
+
+    fake_server.enqueue([ToolCall("never_probe", {}, id="n")], [Text("ok")])
+    agent = await make_agent(storage=factory, extra_tools=[effect_tool("never_probe", "never", seen, factory)])
+    assert final(await collect(agent, "go", AgentHost(approve_tool_call=approve))).status == "completed"
+    (intent,) = [i for i, c in enumerate(factory.commits) if "tool_intent" in kinds(c)]
+    assert kinds(factory.commits[intent]) == ["tool_intent"]
+    assert approvals == [intent] and seen == [intent + 1], "approve, then the intent, then the effect"
