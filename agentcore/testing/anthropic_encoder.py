@@ -54,6 +54,7 @@ class AnthropicEncoder(Encoder):
     def __init__(self, model: str, usage: Usage, request: dict[str, Any]) -> None:
         super().__init__(model, usage, request)
         self.index = 0
+        self.text_index = 0
 
     def _next_index(self) -> int:
         index = self.index
@@ -86,8 +87,22 @@ class AnthropicEncoder(Encoder):
         frames.append(_event({"type": "content_block_stop", "index": index}))
         return frames
 
+    def open_text(self) -> list[bytes]:
+        self.text_index = self._next_index()
+        block = {"type": "text", "text": ""}
+        return [_event({"type": "content_block_start", "index": self.text_index, "content_block": block})]
+
+    def text_delta(self, part: str) -> bytes:
+        delta = {"type": "text_delta", "text": part}
+        return _event({"type": "content_block_delta", "index": self.text_index, "delta": delta})
+
+    def keepalive(self) -> bytes:
+        return _event({"type": "ping"})
+
     def text(self, step: Text) -> list[bytes]:
-        deltas: list[dict[str, Any]] = [{"type": "text_delta", "text": part} for part in step.parts()]
+        frames = self.open_text()
+        frames += [self.text_delta(part) for part in step.parts()]
+        citations: list[dict[str, Any]] = []
         for source in self.take_citations():
             citation = {
                 "type": "web_search_result_location",
@@ -96,8 +111,11 @@ class AnthropicEncoder(Encoder):
                 "cited_text": source.get("cited_text", step.text[:150]),
                 "encrypted_index": "ZmFrZQ==",
             }
-            deltas.append({"type": "citations_delta", "citation": citation})
-        return self._block({"type": "text", "text": ""}, deltas)
+            citations.append({"type": "citations_delta", "citation": citation})
+        index = self.text_index
+        frames += [_event({"type": "content_block_delta", "index": index, "delta": c}) for c in citations]
+        frames.append(_event({"type": "content_block_stop", "index": index}))
+        return frames
 
     def thinking(self, step: Thinking) -> list[bytes]:
         if step.redacted:

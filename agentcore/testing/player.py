@@ -14,11 +14,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agentcore.testing import http11
-from agentcore.testing.encoder import Encoder, ErrorResponse
+from agentcore.testing.encoder import COMMENT_FRAME, Encoder, ErrorResponse
 from agentcore.testing.steps import (
     Aborted,
     Delay,
     Disconnect,
+    Endless,
     Hang,
     HttpError,
     NoTerminal,
@@ -140,7 +141,8 @@ class Player:
                 ended = True
                 break
             elif isinstance(step, Hang):
-                await self._start()
+                if not step.before_headers:
+                    await self._start()
                 await self.hang(step)
             else:
                 await self._start()
@@ -177,7 +179,21 @@ class Player:
         elif isinstance(step, NoTerminal):
             await self._emit(encoder.finish(stop, terminal=False))
             return True
+        elif isinstance(step, Endless):
+            await self._endless(step)
         return False
+
+    async def _endless(self, step: Endless) -> None:
+        """Write frames until the client hangs up (the write fails, or the server's
+        hang-up watch cancels this response)."""
+        if step.kind == "text":
+            await self._emit(self.encoder.open_text())
+        frame = self.encoder.keepalive() if step.kind == "pings" else COMMENT_FRAME
+        while True:
+            if step.kind == "text":
+                frame = self.encoder.text_delta(step.chunk)
+            await self._write(http11.chunk(frame))
+            await asyncio.sleep(step.interval_s)  # server pacing, not synchronisation
 
 
 async def wait_threading_event(event: threading.Event) -> None:

@@ -158,9 +158,32 @@ class NoTerminal:
 @dataclass(slots=True)
 class Hang:
     """Hold the response here until ``server.release()`` or until ``event`` is set
-    (an ``asyncio.Event`` of the server's loop or a ``threading.Event``)."""
+    (an ``asyncio.Event`` of the server's loop or a ``threading.Event``).
+    ``before_headers=True`` holds before the status line and headers are sent (a server that
+    accepts the connection and never answers); otherwise the headers go out first."""
 
     event: asyncio.Event | threading.Event | None = None
+    before_headers: bool = False
+
+
+@dataclass(slots=True)
+class Endless:
+    """Stream forever, until the client hangs up — what only a client-side bound can end.
+
+    ``kind="comments"``: SSE comments (``: ping``), as proxies keep idle connections alive;
+    ``"pings"``: the protocol's keep-alive event (Anthropic ``event: ping``; the OpenAI
+    protocols have none and send comments); ``"text"``: text deltas of ``chunk``, a model
+    ignoring its output limit. One frame every ``interval_s`` (server pacing)."""
+
+    kind: Literal["comments", "pings", "text"] = "comments"
+    chunk: str = "all work and no play makes a runaway stream. "
+    interval_s: float = 0.002
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("comments", "pings", "text"):
+            raise ValueError(f"Endless.kind must be comments, pings or text, not {self.kind!r}")
+        if not self.interval_s >= 0:
+            raise ValueError("Endless.interval_s must be >= 0")
 
 
 Step: TypeAlias = (
@@ -178,6 +201,7 @@ Step: TypeAlias = (
     | Aborted
     | NoTerminal
     | Hang
+    | Endless
 )
 
 STEP_TYPES: dict[str, type[Any]] = {
@@ -195,6 +219,7 @@ STEP_TYPES: dict[str, type[Any]] = {
     "aborted": Aborted,
     "no_terminal": NoTerminal,
     "hang": Hang,
+    "endless": Endless,
 }
 
 
