@@ -94,7 +94,7 @@ class AgentRuntime:
         self._storage: AgentStorage | None = None
         self._release: Any = None
         self._log: ConversationLog | None = None
-        self._providers = ProviderRegistry()
+        self._providers = ProviderRegistry(timeouts=options.stream_timeouts.settings())
         self._demo: DemoServer | None = None
         self._run_lock = asyncio.Lock()
         self._active = False

@@ -71,7 +71,9 @@ class AnthropicEncoder(Encoder):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {
+            "usage": u.wire
+            if u.wire is not None
+            else {
                 "input_tokens": u.input,
                 "cache_creation_input_tokens": u.cache_creation,
                 "cache_read_input_tokens": u.cached_input,
@@ -158,7 +160,7 @@ class AnthropicEncoder(Encoder):
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": _STOP.get(stop, "end_turn"), "stop_sequence": None},
-            "usage": {"output_tokens": self.usage.output},
+            "usage": self.usage.wire if self.usage.wire is not None else {"output_tokens": self.usage.output},
         }
         frames = [_event(delta)]
         if terminal:

@@ -92,6 +92,8 @@ class CompletionsEncoder(Encoder):
 
     def _usage(self) -> dict[str, Any]:
         u = self.usage
+        if u.wire is not None:
+            return u.wire
         prompt = u.input + u.cached_input + u.cache_creation
         return {
             "prompt_tokens": prompt,

@@ -71,13 +71,20 @@ HangWaiter = Callable[[Hang], Awaitable[None]]
 
 class Player:
     def __init__(
-        self, encoder: Encoder, writer: asyncio.StreamWriter, steps: list[Step], hang: HangWaiter, request_id: str
+        self,
+        encoder: Encoder,
+        writer: asyncio.StreamWriter,
+        steps: list[Step],
+        hang: HangWaiter,
+        request_id: str,
+        on_endless_frame: Callable[[], None] | None = None,
     ) -> None:
         self.encoder = encoder
         self.writer = writer
         self.steps = steps
         self.hang = hang
         self.request_id = request_id
+        self.on_endless_frame = on_endless_frame
         self.started = False
         self.sent_events = 0
         self.cut_after = next(
@@ -193,6 +200,8 @@ class Player:
             if step.kind == "text":
                 frame = self.encoder.text_delta(step.chunk)
             await self._write(http11.chunk(frame))
+            if self.on_endless_frame is not None:
+                self.on_endless_frame()
             await asyncio.sleep(step.interval_s)  # server pacing, not synchronisation
 
 

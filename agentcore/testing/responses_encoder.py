@@ -68,6 +68,8 @@ class ResponsesEncoder(Encoder):
 
     def _usage(self) -> dict[str, Any]:
         u = self.usage
+        if u.wire is not None:
+            return u.wire
         total_input = u.input + u.cached_input + u.cache_creation
         return {
             "input_tokens": total_input,

@@ -77,13 +77,17 @@ class WebSearch:
 class Usage:
     """Usage in agentcore's convention: ``input`` excludes ``cached_input`` and
     ``cache_creation``; ``reasoning`` is part of ``output``. Encoders convert to each wire's
-    convention (OpenAI counts cached tokens inside input tokens)."""
+    convention (OpenAI counts cached tokens inside input tokens). ``wire`` replaces the whole
+    usage object with exactly that JSON wherever the protocol reports usage (Anthropic: both
+    ``message_start`` and ``message_delta``), to send what misbehaving servers send
+    (negative, fractional or string counts)."""
 
     input: int = 0
     output: int = 0
     cached_input: int = 0
     cache_creation: int = 0
     reasoning: int = 0
+    wire: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
