@@ -14,6 +14,10 @@ handles it like any other dropped request:
   SSE comments (``: ping``) and Anthropic ``ping`` events are keep-alives and do not count
   as events; every other event restarts the clock. Time the consumer spends between reads
   is not waiting on the network and does not count.
+
+The header and idle bounds are checked by a ticker (a quarter of the shorter one), so each
+fires at most a quarter of that bound late — the idle bound between ``idle_s`` and
+1.25 x ``idle_s`` after the last event.
 - the output cap (kind ``overrun``): the streamed text, thinking and tool-call arguments
   together may not exceed ``output_cap_chars(max_tokens)`` characters, i.e. 32 characters per
   token of the request's output limit (8x the ~4 characters a token averages), and never

@@ -6,8 +6,8 @@ owns the request: POST, status handling, the SSE read loop, cancellation, the st
 of ``stream_limits`` and the final ``StreamEnd``. It never raises once ``stream()`` started.
 
 Hot path: ``stream()`` is itself the read loop (one async generator between the socket and
-the caller, not one per layer), and a read costs a clock read and a comparison — the guard
-keeps one lazily re-armed timer per stream, not one per read or per event.
+the caller, not one per layer); a read costs two attribute stores, since the bounds are
+counted by a ticker the adapter's streams share (``read_guard``), not by a timer per read.
 """
 
 from __future__ import annotations
@@ -15,21 +15,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from typing import Any, Literal, Protocol
+from typing import Protocol
 
 import httpx
 
 from agentcore.messages import StopReason
 from agentcore.models.attributes import ResolvedModel
 from agentcore.providers.base import ProviderFailure, ProviderRequest, StreamEnd, StreamEvent
+from agentcore.providers.read_guard import Cause, ReadGuard, Ticker
 from agentcore.providers.shared import MessageBuilder, classify_status, new_http_client
 from agentcore.providers.sse import ServerSentEvent, SSEDecoder
 from agentcore.providers.stream_limits import StreamTimeouts, output_cap_chars
-
-Cause = Literal["abort", "header", "idle"]
-
-TAIL_DRAIN_S = 1.0
-"""How long to wait for a complete response's body terminator before giving the connection up."""
 
 _KEEPALIVE_EVENT = "ping"  # Anthropic's keep-alive event; SSE comments never reach the parser
 
@@ -49,122 +45,6 @@ class SSEParser(Protocol):
         ...
 
 
-class ReadGuard:
-    """Interrupts an awaited network read when the abort signal is set or a deadline passes.
-
-    While the adapter awaits the network (between ``begin*`` and ``end``), setting ``abort``
-    or reaching the deadline cancels the reading task — the mechanism ``asyncio.timeout``
-    uses, including ``uncancel``, so an outside cancellation is never swallowed. Outside
-    reads nothing is interrupted: the adapter checks ``aborted`` before every read.
-
-    The idle deadline counts only time spent waiting on the network since the last real
-    event (``progress``), so a slow consumer never causes an idle timeout. One timer per
-    stream: a read that moves the deadline later leaves the timer where it is, and the timer
-    re-arms itself when it fires early."""
-
-    __slots__ = (
-        "_deadline",
-        "_idle_s",
-        "_kind",
-        "_loop",
-        "_read_at",
-        "_task",
-        "_timer",
-        "_waiter",
-        "abort",
-        "cause",
-        "idle_used",
-        "reading",
-    )
-
-    def __init__(self, abort: asyncio.Event | None, idle_s: float) -> None:
-        self.abort = abort
-        self.reading = False
-        self.cause: Cause | None = None
-        self.idle_used = 0.0
-        self._idle_s = idle_s
-        self._loop = asyncio.get_running_loop()
-        self._task: asyncio.Task[Any] | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._deadline = 0.0
-        self._kind: Cause = "idle"
-        self._read_at = 0.0
-        self._waiter: asyncio.Future[Any] | None = None
-        if abort is not None:
-            self._waiter = asyncio.ensure_future(abort.wait())
-            self._waiter.add_done_callback(self._on_abort)
-
-    @property
-    def aborted(self) -> bool:
-        return self.abort is not None and self.abort.is_set()
-
-    def begin(self, kind: Cause, seconds: float) -> None:
-        """A read bounded by ``seconds`` from now."""
-        now = self._loop.time()
-        self._read_at = now
-        self._arm(kind, now + seconds)
-
-    def begin_idle(self) -> None:
-        """A read bounded by what is left of the idle budget."""
-        now = self._loop.time()
-        self._read_at = now
-        self._arm("idle", now + self._idle_s - self.idle_used)
-
-    def _arm(self, kind: Cause, deadline: float) -> None:
-        self._kind = kind
-        self._deadline = deadline
-        self._task = asyncio.current_task()
-        self.reading = True
-        timer = self._timer
-        if timer is None or timer.when() > deadline:
-            if timer is not None:
-                timer.cancel()
-            self._timer = self._loop.call_at(deadline, self._on_timer)
-
-    def end(self) -> None:
-        self.reading = False
-        self.idle_used += self._loop.time() - self._read_at
-
-    def progress(self) -> None:
-        """A real event arrived: the idle clock starts again."""
-        self.idle_used = 0.0
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if not self.reading or self.cause is not None or self._task is None:
-            return  # the next read re-arms
-        if self._loop.time() + 0.001 < self._deadline:
-            self._timer = self._loop.call_at(self._deadline, self._on_timer)
-            return
-        self.cause = self._kind
-        self._task.cancel()
-
-    def _on_abort(self, waiter: asyncio.Future[Any]) -> None:
-        if waiter.cancelled() or not self.reading or self.cause is not None or self._task is None:
-            return
-        self.cause = "abort"
-        self._task.cancel()
-
-    def absorb(self) -> Cause | None:
-        """Inside ``except CancelledError``: the cause when the cancellation was ours alone."""
-        self.reading = False
-        cause, self.cause = self.cause, None
-        if cause is None or self._task is None:
-            return None
-        return cause if self._task.uncancel() == 0 else None
-
-    def close(self) -> None:
-        self.reading = False
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.cancel()
-        if self.cause is not None and self._task is not None:
-            self.cause = None  # fired, but the read ended another way: withdraw our cancel
-            self._task.uncancel()
-
-
 class _Interrupted(Exception):
     def __init__(self, cause: Cause) -> None:
         self.cause = cause
@@ -176,25 +56,6 @@ class _NotEventStream(Exception):
 
 class _Overrun(Exception):
     pass
-
-
-async def _drain_tail(guard: ReadGuard, chunks: AsyncIterator[bytes], seconds: float) -> None:
-    """Read the body's end (the chunked terminator) so the connection returns to the pool:
-    an unread tail forces a new TCP connection per request. The response is complete, so a
-    server slow to end it costs the connection, not the response; our abort still ends the
-    stream ``cancelled``."""
-    guard.begin("idle", seconds)
-    try:
-        async for _tail in chunks:
-            pass
-    except asyncio.CancelledError:
-        cause = guard.absorb()
-        if cause is None:
-            raise
-        if cause == "abort":
-            raise _Interrupted(cause) from None
-        return
-    guard.reading = False
 
 
 def finish(
@@ -221,9 +82,17 @@ class SSEAdapter:
         self.timeouts = timeouts or StreamTimeouts()
         t = self.timeouts
         # Our guard bounds every read; httpx's read timeout is only a backstop behind it.
-        self._http_timeout = httpx.Timeout(
-            connect=t.connect_s, read=2 * max(t.header_s, t.idle_s), write=t.header_s, pool=t.connect_s
-        )
+        # Passed as the request extension (what httpx builds from a Timeout), so a request
+        # builds no Timeout object.
+        backstop = 2 * max(t.header_s, t.idle_s)
+        self._http_timeout = {"connect": t.connect_s, "read": backstop, "write": t.header_s, "pool": t.connect_s}
+        self._ticker: Ticker | None = None
+
+    def _ticker_for(self, loop: asyncio.AbstractEventLoop) -> Ticker:
+        ticker = self._ticker
+        if ticker is None or ticker.loop is not loop:
+            ticker = self._ticker = Ticker(loop, self.timeouts)
+        return ticker
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -270,7 +139,7 @@ class SSEAdapter:
             return
         timeouts = self.timeouts
         client = self.client
-        guard = ReadGuard(abort, timeouts.idle_s)
+        guard = ReadGuard(abort, self._ticker_for(asyncio.get_running_loop()))
         response: httpx.Response | None = None
         chunks: AsyncIterator[bytes] | None = None
         failure: ProviderFailure | None = None
@@ -280,26 +149,27 @@ class SSEAdapter:
                     raise _Interrupted("abort")
                 url, headers = self.url(request.model), self.headers(request.model)
                 http_request = client.build_request(
-                    "POST", url, content=body, headers=headers, timeout=self._http_timeout
+                    "POST", url, content=body, headers=headers, extensions={"timeout": self._http_timeout}
                 )
-                guard.begin("header", timeouts.header_s)
+                guard.start()
+                guard.enter()
                 try:
                     response = await client.send(http_request, stream=True)
                 except asyncio.CancelledError:
                     if (cause := guard.absorb()) is None:
                         raise
                     raise _Interrupted(cause) from None
-                guard.end()
-                guard.progress()
+                guard.reading = False
+                guard.switch("idle")
                 if response.status_code != 200:
-                    guard.begin_idle()
+                    guard.enter()
                     try:
                         error_body = await response.aread()
                     except asyncio.CancelledError:
                         if (cause := guard.absorb()) is None:
                             raise
                         raise _Interrupted(cause) from None
-                    guard.end()
+                    guard.reading = False
                     failure = classify_status(response.status_code, error_body, response.headers)
                 else:
                     content_type = response.headers.get("content-type", "").partition(";")[0]
@@ -312,7 +182,7 @@ class SSEAdapter:
                     while not parser.done:
                         if guard.aborted:
                             raise _Interrupted("abort")
-                        guard.begin_idle()
+                        guard.enter()
                         try:
                             chunk = await anext(chunks)
                         except StopAsyncIteration:
@@ -321,10 +191,10 @@ class SSEAdapter:
                             if (cause := guard.absorb()) is None:
                                 raise
                             raise _Interrupted(cause) from None
-                        guard.end()
+                        guard.reading = False
                         for sse in decoder.feed(chunk):
                             if sse.event != _KEEPALIVE_EVENT:
-                                guard.idle_used = 0.0
+                                guard.fresh = True
                             for event in parser.feed(sse):
                                 yield event
                             if parser.done:
@@ -338,7 +208,21 @@ class SSEAdapter:
                     for event in parser.on_end():
                         yield event
                     if parser.done and not guard.aborted:
-                        await _drain_tail(guard, chunks, min(TAIL_DRAIN_S, timeouts.idle_s))
+                        # Read the body's end (the chunked terminator) so the connection returns
+                        # to the pool: an unread tail forces a new TCP connection per request.
+                        # The response is complete: a server slow to end it (one quiet tick)
+                        # costs the connection, not the response; our abort still cancels.
+                        guard.switch("tail")
+                        guard.enter()
+                        try:
+                            async for _tail in chunks:
+                                pass
+                        except asyncio.CancelledError:
+                            if (cause := guard.absorb()) is None:
+                                raise
+                            if cause == "abort":
+                                raise _Interrupted(cause) from None
+                        guard.reading = False
                     failure = parser.failure
                     if failure is None and not parser.done:
                         failure = ProviderFailure("incomplete", "the stream ended without its terminal event")
