@@ -124,7 +124,10 @@ class Player:
         if self.cut_after == 0:
             raise ConnectionCut
         ended = False
+        linger = next((s for s in self.steps if isinstance(s, Hang) and s.after_terminal), None)
         for step in self.steps:
+            if isinstance(step, Hang) and step.after_terminal:
+                continue
             if isinstance(step, Delay):
                 await asyncio.sleep(step.seconds)
             elif isinstance(step, Usage | Stop):
@@ -159,6 +162,8 @@ class Player:
         await self._start()
         if not ended:
             await self._emit(self.encoder.finish(stop, terminal=True))
+        if linger is not None:
+            await self.hang(linger)
         await self._write(http11.LAST_CHUNK)
         return PlayResult(200, keep_alive=True)
 

@@ -164,10 +164,13 @@ class Hang:
     """Hold the response here until ``server.release()`` or until ``event`` is set
     (an ``asyncio.Event`` of the server's loop or a ``threading.Event``).
     ``before_headers=True`` holds before the status line and headers are sent (a server that
-    accepts the connection and never answers); otherwise the headers go out first."""
+    accepts the connection and never answers); otherwise the headers go out first.
+    ``after_terminal=True`` holds after the terminal event, with the chunked body not yet
+    ended (a complete response on a connection the server keeps open), wherever it is placed."""
 
     event: asyncio.Event | threading.Event | None = None
     before_headers: bool = False
+    after_terminal: bool = False
 
 
 @dataclass(slots=True)

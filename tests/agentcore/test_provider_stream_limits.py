@@ -116,6 +116,20 @@ async def test_real_events_restart_the_idle_clock(fake_server, api_kind) -> None
     assert out.end.failure is None and out.text == text
 
 
+async def test_a_complete_response_on_a_connection_held_open_still_succeeds(
+    fake_server, short_provider, api_kind
+) -> None:
+    """After the terminal event the adapter reads the body's end so the connection can be
+    reused; a server that never ends the body costs that connection (closed after one
+    quiet tick), not the complete response."""
+    fake_server.enqueue([Text("complete"), Hang(after_terminal=True)])
+    async with asyncio.timeout(GUARD_S):
+        out = await collect(short_provider, _request(fake_server, api_kind))
+    assert out.end.failure is None and out.text == "complete"
+    assert fake_server.requests[0].hung
+    await fake_server.until(lambda s: s.requests[0].client_disconnected)
+
+
 async def test_endless_text_past_max_tokens_is_an_overrun(fake_server, short_provider, api_kind) -> None:
     """L2: text streamed far past what max_tokens allows ends as a retryable `overrun` that
     names the limit, soon after the cap (not after the stream, which never ends)."""
