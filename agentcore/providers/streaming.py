@@ -211,7 +211,8 @@ class SSEAdapter:
                         # Read the body's end (the chunked terminator) so the connection returns
                         # to the pool: an unread tail forces a new TCP connection per request.
                         # The response is complete: a server slow to end it (one quiet tick)
-                        # costs the connection, not the response; our abort still cancels.
+                        # or dropping it costs the connection, not the response; our abort
+                        # still cancels.
                         guard.switch("tail")
                         guard.enter()
                         try:
@@ -222,6 +223,8 @@ class SSEAdapter:
                                 raise
                             if cause == "abort":
                                 raise _Interrupted(cause) from None
+                        except httpx.HTTPError:
+                            pass
                         guard.reading = False
                     failure = parser.failure
                     if failure is None and not parser.done:

@@ -27,7 +27,7 @@ from agentcore.providers import (
 )
 from agentcore.providers.base import ProviderRequest, StreamEvent
 from agentcore.providers.streaming import SSEAdapter
-from agentcore.testing import Endless, FakeProviderServer, Hang, Text, Thinking
+from agentcore.testing import Disconnect, Endless, FakeProviderServer, Hang, Text, Thinking
 from tests.agentcore.provider_fixtures import Collected, collect, make_model, make_request
 from tests.conftest import API_KINDS
 from tests.helpers import collect as run_agent
@@ -128,6 +128,21 @@ async def test_a_complete_response_on_a_connection_held_open_still_succeeds(
     assert out.end.failure is None and out.text == "complete"
     assert fake_server.requests[0].hung
     await fake_server.until(lambda s: s.requests[0].client_disconnected)
+
+
+TERMINAL_EVENTS = {"openai-responses": 9, "anthropic-messages": 7, "openai-completions": 5}
+
+
+async def test_a_connection_dropped_after_the_terminal_event_keeps_the_response(
+    fake_server, short_provider, api_kind
+) -> None:
+    """The terminal event arrived, then the socket closed without ending the chunked body:
+    the response is complete and kept (it used to fail as a connection error and be retried)."""
+    fake_server.enqueue([Text("complete"), Disconnect(after_events=TERMINAL_EVENTS[api_kind])])
+    async with asyncio.timeout(GUARD_S):
+        out = await collect(short_provider, _request(fake_server, api_kind))
+    assert fake_server.requests[0].cut
+    assert out.end.failure is None and out.text == "complete"
 
 
 async def test_endless_text_past_max_tokens_is_an_overrun(fake_server, short_provider, api_kind) -> None:
