@@ -9,6 +9,7 @@ for all three protocols, in text, thinking and tool-call arguments.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,24 @@ from typing import Any
 import pytest
 
 from agentcore import AgentTool, ToolResult
-from agentcore.testing import FakeProviderServer, Text, Thinking, ToolCall, Usage
+from agentcore.providers import create_provider
+from agentcore.testing import (
+    FakeProviderServer,
+    HttpError,
+    StreamError,
+    Text,
+    Thinking,
+    ToolCall,
+    Usage,
+    WebSearch,
+)
 from agentcore.testing.anthropic_encoder import AnthropicEncoder
 from agentcore.testing.completions_encoder import CompletionsEncoder
 from agentcore.testing.responses_encoder import ResponsesEncoder
+from tests.agentcore.provider_fixtures import collect, make_model, make_request
 from tests.conftest import API_KINDS
-from tests.helpers import collect, final
+from tests.helpers import collect as run_agent
+from tests.helpers import final
 
 LONE_HIGH = "\ud83d"
 LONE_LOW = "\ude00"
@@ -60,7 +73,7 @@ async def _run(make_agent: Any, api_kind: str, database: Path | None, prompt: st
     if database is not None:
         options["database_path"] = str(database)
     agent = await make_agent(api_kind, **options)
-    return agent, await collect(agent, prompt)
+    return agent, await run_agent(agent, prompt)
 
 
 def _assert_every_response_settled(events: list[Any], server: FakeProviderServer, rows: list[str]) -> None:
@@ -157,3 +170,45 @@ def test_fake_server_writes_surrogates_as_raw_json_escapes() -> None:
         assert b"t\\ud83d" in thinking, encoder_cls.__name__
         assert b'\\"w\\": \\"\\ud83d\\"' in arguments, encoder_cls.__name__
         (text + thinking + arguments).decode("utf-8")
+
+
+def _strings(value: Any) -> list[str]:
+    """Every str reachable from a stream event (dataclasses, dicts, lists)."""
+    if isinstance(value, str):
+        return [value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [s for f in dataclasses.fields(value) for s in _strings(getattr(value, f.name))]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, list | tuple):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+SEARCH = WebSearch(f"query {LONE_HIGH}", [{"url": f"https://example.com/{LONE_HIGH}", "title": f"t{LONE_LOW}"}])
+ADAPTER_SCRIPTS = {
+    "web-search": [SEARCH, Text(f"cited {LONE_HIGH}")],
+    "tool-name-and-id": [ToolCall(f"echo{LONE_HIGH}", {"word": "w"}, id=f"call{LONE_LOW}")],
+    "http-error-message": [HttpError(500, message=f"upstream {LONE_HIGH} failed")],
+    "stream-error-message": [Text("x"), StreamError(f"boom {LONE_HIGH}")],
+    "signature": [Thinking("t", signature=f"sig{LONE_HIGH}"), Text("a")],
+}
+
+
+@pytest.mark.parametrize("api_kind", API_KINDS)
+@pytest.mark.parametrize("script", list(ADAPTER_SCRIPTS))
+async def test_no_string_an_adapter_yields_holds_a_lone_surrogate(fake_server, api_kind: str, script: str) -> None:
+    """P1: web-search data, tool names and ids, error messages and signatures are sanitised
+    in the same decoding path: every string of every stream event encodes as UTF-8."""
+    fake_server.enqueue(ADAPTER_SCRIPTS[script])
+    provider = create_provider(api_kind)
+    try:
+        out = await collect(provider, make_request(make_model(api_kind, fake_server.base_url), web_search=True))
+    finally:
+        await provider.aclose()
+    strings = _strings(out.events)
+    for text in strings:
+        text.encode("utf-8")
+    if (api_kind, script) != ("openai-completions", "signature"):  # Chat Completions has no signatures
+        replaced = [t for t in strings if REPLACEMENT in t or "\\ufffd" in t]  # Responses keeps its item as JSON
+        assert replaced, "the surrogate arrived and was replaced"
