@@ -42,6 +42,7 @@ from agentcore.providers.shared import (
     dumps,
     endpoint,
     image_url,
+    json_object,
     openai_effort,
     splice_body,
     token_count,
@@ -245,16 +246,12 @@ class CompletionsParser:
 
     def _usage(self, usage: dict[str, Any]) -> None:
         u = self.builder.usage
-        details = _object(usage.get("prompt_tokens_details"))
+        details = json_object(usage.get("prompt_tokens_details"))
         cached = token_count(details, "cached_tokens") or token_count(usage, "prompt_cache_hit_tokens") or 0
         u.input_tokens = max(0, (token_count(usage, "prompt_tokens") or 0) - cached)
         u.cached_input_tokens = cached
         u.output_tokens = token_count(usage, "completion_tokens") or 0
-        u.reasoning_tokens = token_count(_object(usage.get("completion_tokens_details")), "reasoning_tokens") or 0
-
-
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+        u.reasoning_tokens = token_count(json_object(usage.get("completion_tokens_details")), "reasoning_tokens") or 0
 
 
 class OpenAICompletionsProvider(SSEAdapter):

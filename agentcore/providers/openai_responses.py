@@ -46,6 +46,7 @@ from agentcore.providers.shared import (
     dumps,
     endpoint,
     image_url,
+    json_object,
     openai_effort,
     same_model,
     splice_body,
@@ -258,11 +259,11 @@ class ResponsesParser:
         usage = response.get("usage")
         if usage and isinstance(usage, dict):
             u = self.builder.usage
-            cached = token_count(_object(usage.get("input_tokens_details")), "cached_tokens") or 0
+            cached = token_count(json_object(usage.get("input_tokens_details")), "cached_tokens") or 0
             u.input_tokens = max(0, (token_count(usage, "input_tokens") or 0) - cached)
             u.cached_input_tokens = cached
             u.output_tokens = token_count(usage, "output_tokens") or 0
-            u.reasoning_tokens = token_count(_object(usage.get("output_tokens_details")), "reasoning_tokens") or 0
+            u.reasoning_tokens = token_count(json_object(usage.get("output_tokens_details")), "reasoning_tokens") or 0
         status = response.get("status")
         reason = (response.get("incomplete_details") or {}).get("reason")
         if status == "failed":
@@ -279,10 +280,6 @@ class ResponsesParser:
             output = response.get("output") or []
             called = any(isinstance(item, dict) and item.get("type") == "function_call" for item in output)
             self.stop_reason = "tool_use" if self.builder.tool_calls or called else "stop"
-
-
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 class OpenAIResponsesProvider(SSEAdapter):

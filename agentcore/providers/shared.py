@@ -244,6 +244,11 @@ def token_count(usage: Mapping[str, Any], key: str) -> int | None:
     return None
 
 
+def json_object(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (for optional nested details)."""
+    return value if isinstance(value, dict) else {}
+
+
 # --- the message under construction ----------------------------------------------------------
 
 
