@@ -17,7 +17,9 @@ The counting, for one stream:
 
 Ticks are shared, so a stream starts anywhere between two of them: each bound is counted
 with one tick to spare and fires between the bound and the bound plus one tick (the idle
-bound between ``idle_s`` and 1.25 x ``idle_s`` after the last event), never early.
+bound between ``idle_s`` and 1.25 x ``idle_s`` after the last event), never early. Ticks
+are event-loop callbacks: a process that is not scheduled for a while gets one late tick,
+not several, so a stall delays a bound rather than firing it.
 """
 
 from __future__ import annotations

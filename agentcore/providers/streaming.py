@@ -81,11 +81,13 @@ class SSEAdapter:
         self._owns_client = client is None
         self.timeouts = timeouts or StreamTimeouts()
         t = self.timeouts
-        # Our guard bounds every read; httpx's read timeout is only a backstop behind it.
+        # Our guard bounds sending, headers and every read (counting ticks of the event loop);
+        # httpx's wall-clock read/write timeouts are only a backstop far behind it, so a
+        # process that was descheduled for a moment does not fail a stream the guard keeps.
         # Passed as the request extension (what httpx builds from a Timeout), so a request
         # builds no Timeout object.
-        backstop = 2 * max(t.header_s, t.idle_s)
-        self._http_timeout = {"connect": t.connect_s, "read": backstop, "write": t.header_s, "pool": t.connect_s}
+        backstop = 2 * max(t.header_s, t.idle_s) + 60.0
+        self._http_timeout = {"connect": t.connect_s, "read": backstop, "write": backstop, "pool": t.connect_s}
         self._ticker: Ticker | None = None
 
     def _ticker_for(self, loop: asyncio.AbstractEventLoop) -> Ticker:

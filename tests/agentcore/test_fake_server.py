@@ -224,8 +224,11 @@ async def test_hang_before_headers_sends_nothing_until_released(fake_server, bef
 
         def read_to_end() -> bytes:
             data = b""
-            while not data.endswith(b"0\r\n\r\n"):
-                data += sock.recv(65536)
+            while not data.endswith(b"\r\n0\r\n\r\n"):  # a previous chunk's end, then the last chunk
+                received = sock.recv(65536)
+                if not received:
+                    break
+                data += received
             return data
 
         data = await asyncio.to_thread(read_to_end)
