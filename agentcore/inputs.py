@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from agentcore.errors import InputValidationError
 from agentcore.models.attributes import ModelAttributes, parse_model_attributes
+from agentcore.providers.stream_limits import MAX_TIMEOUT_S, StreamTimeouts
 
 ApiKind: TypeAlias = Literal["openai-responses", "anthropic-messages", "openai-completions"]
 Effort: TypeAlias = Literal["", "off", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"]
@@ -177,6 +178,26 @@ class AgentInput(BoundaryModel):
         return parse_model_attributes(value, field_prefix="model_attributes")
 
 
+_DEFAULT_TIMEOUTS = StreamTimeouts()
+
+
+def _seconds(default: float) -> Any:
+    return Field(default=default, gt=0, le=MAX_TIMEOUT_S, strict=True, allow_inf_nan=False)
+
+
+class StreamTimeoutsOption(BoundaryModel):
+    """``create_agent(stream_timeouts={"connect_s": …, "header_s": …, "idle_s": …})``: the
+    bounds of one streamed model request in seconds (numbers, not strings; see
+    ``agentcore.providers.stream_limits``). Omitted keys keep their defaults."""
+
+    connect_s: float = _seconds(_DEFAULT_TIMEOUTS.connect_s)
+    header_s: float = _seconds(_DEFAULT_TIMEOUTS.header_s)
+    idle_s: float = _seconds(_DEFAULT_TIMEOUTS.idle_s)
+
+    def settings(self) -> StreamTimeouts:
+        return StreamTimeouts(self.connect_s, self.header_s, self.idle_s)
+
+
 class AgentOptions(BoundaryModel):
     """Options of ``create_agent`` that are plain data (callables and objects are kept apart)."""
 
@@ -201,6 +222,7 @@ class AgentOptions(BoundaryModel):
     context_window: int | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, gt=0)
     session: dict[str, Any] | None = None
+    stream_timeouts: StreamTimeoutsOption = Field(default_factory=StreamTimeoutsOption)
 
     @field_validator("model_attributes", mode="before")
     @classmethod

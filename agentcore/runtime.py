@@ -86,7 +86,7 @@ class AgentRuntime:
         self._storage: AgentStorage | None = None
         self._release: Any = None
         self._view: StoreView | None = None
-        self._providers = ProviderRegistry()
+        self._providers = ProviderRegistry(timeouts=options.stream_timeouts.settings())
         self._session_options = session
         self.config = ConfigResolver(
             options,

@@ -1,5 +1,7 @@
 """Wire-protocol adapters behind one streaming contract (SPEC P1): see ``base`` for the
-contract, ``registry`` for lookup by API kind, ``shared`` for what the adapters share."""
+contract, ``registry`` for lookup by API kind, ``streaming`` for the one stream loop the
+adapters share (bounded by ``stream_limits``), ``shared`` for the rest they share and
+``wire_json`` for how wire JSON is decoded."""
 
 from agentcore.providers.anthropic_messages import AnthropicMessagesProvider
 from agentcore.providers.base import (
@@ -23,6 +25,7 @@ from agentcore.providers.openai_completions import OpenAICompletionsProvider
 from agentcore.providers.openai_responses import OpenAIResponsesProvider
 from agentcore.providers.registry import API_KINDS, ProviderRegistry, create_provider
 from agentcore.providers.shared import RAW_ARGUMENTS_KEY, is_overflow
+from agentcore.providers.stream_limits import StreamTimeouts, output_cap_chars
 
 __all__ = [
     "API_KINDS",
@@ -40,6 +43,7 @@ __all__ = [
     "SourcesFound",
     "StreamEnd",
     "StreamEvent",
+    "StreamTimeouts",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallDelta",
@@ -48,4 +52,5 @@ __all__ = [
     "WebSearchUpdate",
     "create_provider",
     "is_overflow",
+    "output_cap_chars",
 ]

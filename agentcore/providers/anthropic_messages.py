@@ -9,10 +9,9 @@ produced them. Prompt caching: the system prompt and the last message carry
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import httpx
@@ -46,15 +45,16 @@ from agentcore.providers.shared import (
     WireCache,
     classify_payload,
     dumps,
-    finish,
     mapped_effort,
-    new_http_client,
-    run_sse_stream,
     same_model,
     splice_body,
+    token_count,
     wire_scope,
 )
 from agentcore.providers.sse import ServerSentEvent
+from agentcore.providers.stream_limits import StreamTimeouts
+from agentcore.providers.streaming import SSEAdapter
+from agentcore.providers.wire_json import loads
 
 API_KIND = "anthropic-messages"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -250,7 +250,7 @@ class AnthropicParser:
         kind = sse.event
         if kind == "ping":
             return ()
-        data = json.loads(sse.data)
+        data = loads(sse.data)
         if kind == "content_block_delta":
             return self._delta(data["index"], data["delta"])
         if kind == "content_block_start":
@@ -271,16 +271,20 @@ class AnthropicParser:
             self.done = True
         return ()
 
-    def _usage(self, usage: dict[str, Any]) -> None:
+    def _usage(self, usage: Any) -> None:
+        """Counts in ``message_start`` and cumulative ones in ``message_delta``: a count that
+        is present and usable replaces the earlier one (see ``token_count``)."""
+        if not isinstance(usage, dict):
+            return
         u = self.builder.usage
-        if usage.get("input_tokens") is not None:
-            u.input_tokens = int(usage["input_tokens"])
-        if usage.get("cache_read_input_tokens") is not None:
-            u.cached_input_tokens = int(usage["cache_read_input_tokens"])
-        if usage.get("cache_creation_input_tokens") is not None:
-            u.cache_creation_tokens = int(usage["cache_creation_input_tokens"])
-        if usage.get("output_tokens") is not None:
-            u.output_tokens = int(usage["output_tokens"])
+        if (count := token_count(usage, "input_tokens")) is not None:
+            u.input_tokens = count
+        if (count := token_count(usage, "cache_read_input_tokens")) is not None:
+            u.cached_input_tokens = count
+        if (count := token_count(usage, "cache_creation_input_tokens")) is not None:
+            u.cache_creation_tokens = count
+        if (count := token_count(usage, "output_tokens")) is not None:
+            u.output_tokens = count
 
     def _start(self, wire_index: int, block: dict[str, Any]) -> Iterable[StreamEvent]:
         b = self.builder
@@ -340,7 +344,7 @@ class AnthropicParser:
         if server is not None:
             block, parts = server
             try:
-                block["input"] = json.loads("".join(parts)) if parts else block.get("input") or {}
+                block["input"] = loads("".join(parts)) if parts else block.get("input") or {}
             except json.JSONDecodeError:
                 block["input"] = {}
             self.builder.add_native(API_KIND, block)
@@ -370,21 +374,23 @@ class AnthropicParser:
         return (WebSearchUpdate(search),)
 
 
-class AnthropicMessagesProvider:
+class AnthropicMessagesProvider(SSEAdapter):
     api_kind = API_KIND
 
-    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
-        """``client``: a shared pool (not closed here); without one, a private pool is made lazily."""
-        self._client = client
-        self._owns_client = client is None
+    def __init__(self, client: httpx.AsyncClient | None = None, timeouts: StreamTimeouts | None = None) -> None:
+        super().__init__(client, timeouts)
         self._cache = WireCache()
         self._prefix: HistoryPrefix[tuple[list[bytes], _Turn | None]] = HistoryPrefix()
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = new_http_client()
-        return self._client
+    def parser(self, builder: MessageBuilder) -> AnthropicParser:
+        return AnthropicParser(builder)
+
+    def url(self, model: ResolvedModel) -> str:
+        return messages_url(model.base_url)
+
+    def output_limit(self, request: ProviderRequest) -> int:
+        """``max_tokens`` as sent: a thinking budget may have raised it."""
+        return thinking_config(request.model, request.effort, request.max_tokens or request.model.max_tokens)[1]
 
     def _entry(self, message: Message, model: ResolvedModel, scope: Hashable) -> _Entry:
         entry: _Entry | None = self._cache.get(message, scope)
@@ -469,24 +475,3 @@ class AnthropicMessagesProvider:
         if model.api_key:
             headers["x-api-key"] = model.api_key
         return headers
-
-    async def stream(self, request: ProviderRequest, abort: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
-        builder = MessageBuilder(request.model)
-        parser = AnthropicParser(builder)
-        url = messages_url(request.model.base_url)
-        try:
-            body = self.encode_body(request)
-        except (TypeError, ValueError) as exc:
-            yield finish(
-                builder, API_KIND, "error", ProviderFailure("bad_request", f"could not encode the request: {exc}")
-            )
-            return
-        async for event in run_sse_stream(
-            self.client, url, self.headers(request.model), body, abort, parser, builder, API_KIND
-        ):
-            yield event
-
-    async def aclose(self) -> None:
-        if self._owns_client and self._client is not None:
-            await self._client.aclose()
-            self._client = None

@@ -28,10 +28,12 @@ FailureKind: TypeAlias = Literal[
     "quota",  # billing / insufficient quota (never retried)
     "cancelled",  # our own abort signal (never retried)
     "provider_error",  # provider-reported error event we cannot classify further (retryable)
+    "timeout",  # no headers within header_s, or no event within idle_s (retryable)
+    "overrun",  # streamed output far past what max_tokens allows (retryable)
 ]
 
 RETRYABLE_KINDS: frozenset[str] = frozenset(
-    {"connection", "status", "incomplete", "provider_aborted", "provider_error"}
+    {"connection", "status", "incomplete", "provider_aborted", "provider_error", "timeout", "overrun"}
 )
 
 

@@ -14,9 +14,8 @@ Studio). Choices made for that breadth:
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import httpx
@@ -42,15 +41,17 @@ from agentcore.providers.shared import (
     classify_payload,
     dumps,
     endpoint,
-    finish,
     image_url,
-    new_http_client,
+    json_object,
     openai_effort,
-    run_sse_stream,
     splice_body,
+    token_count,
     wire_scope,
 )
 from agentcore.providers.sse import ServerSentEvent
+from agentcore.providers.stream_limits import StreamTimeouts
+from agentcore.providers.streaming import SSEAdapter
+from agentcore.providers.wire_json import loads
 
 API_KIND = "openai-completions"
 _FINISH: dict[str, StopReason] = {
@@ -168,13 +169,13 @@ class CompletionsParser:
         if sse.data == "[DONE]":
             self.done = True
             return ()
-        chunk = json.loads(sse.data)
+        chunk = loads(sse.data)
         if chunk.get("error"):
             self.failure = classify_payload(chunk)
             self.done = True
             return ()
         usage = chunk.get("usage")
-        if usage:
+        if usage and isinstance(usage, dict):
             self._usage(usage)
         choices = chunk.get("choices")
         if not choices:
@@ -245,30 +246,31 @@ class CompletionsParser:
 
     def _usage(self, usage: dict[str, Any]) -> None:
         u = self.builder.usage
-        details = usage.get("prompt_tokens_details") or {}
-        cached = int(details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0)
-        u.input_tokens = max(0, int(usage.get("prompt_tokens") or 0) - cached)
+        details = json_object(usage.get("prompt_tokens_details"))
+        cached = token_count(details, "cached_tokens") or token_count(usage, "prompt_cache_hit_tokens") or 0
+        u.input_tokens = max(0, (token_count(usage, "prompt_tokens") or 0) - cached)
         u.cached_input_tokens = cached
-        u.output_tokens = int(usage.get("completion_tokens") or 0)
-        u.reasoning_tokens = int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
+        u.output_tokens = token_count(usage, "completion_tokens") or 0
+        u.reasoning_tokens = token_count(json_object(usage.get("completion_tokens_details")), "reasoning_tokens") or 0
 
 
-class OpenAICompletionsProvider:
+class OpenAICompletionsProvider(SSEAdapter):
     api_kind = API_KIND
 
-    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
-        """``client``: a shared pool (not closed here); without one, a private pool is made lazily."""
-        self._client = client
-        self._owns_client = client is None
+    def __init__(self, client: httpx.AsyncClient | None = None, timeouts: StreamTimeouts | None = None) -> None:
+        super().__init__(client, timeouts)
         self._cache = WireCache()
         self._system_wire: tuple[str, dict[str, Any], bytes] | None = None
         self._prefix: HistoryPrefix[tuple[list[bytes], list[tuple[dict[str, Any], bytes]]]] = HistoryPrefix()
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = new_http_client()
-        return self._client
+    def parser(self, builder: MessageBuilder) -> CompletionsParser:
+        return CompletionsParser(builder)
+
+    def url(self, model: ResolvedModel) -> str:
+        return endpoint(model.base_url, "/chat/completions")
+
+    def headers(self, model: ResolvedModel) -> dict[str, str]:
+        return bearer_headers(model.api_key)
 
     def _system(self, prompt: str) -> tuple[dict[str, Any], bytes]:
         cached = self._system_wire
@@ -346,23 +348,3 @@ class OpenAICompletionsProvider:
 
     def encode_body(self, request: ProviderRequest) -> bytes:
         return splice_body(self._head(request), "messages", self._encoded_messages(request))
-
-    async def stream(self, request: ProviderRequest, abort: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
-        builder = MessageBuilder(request.model)
-        parser = CompletionsParser(builder)
-        url = endpoint(request.model.base_url, "/chat/completions")
-        try:
-            body = self.encode_body(request)
-        except (TypeError, ValueError) as exc:
-            yield finish(
-                builder, API_KIND, "error", ProviderFailure("bad_request", f"could not encode the request: {exc}")
-            )
-            return
-        headers = bearer_headers(request.model.api_key)
-        async for event in run_sse_stream(self.client, url, headers, body, abort, parser, builder, API_KIND):
-            yield event
-
-    async def aclose(self) -> None:
-        if self._owns_client and self._client is not None:
-            await self._client.aclose()
-            self._client = None

@@ -8,9 +8,8 @@ other adapters use the part before ``|``.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import httpx
@@ -46,16 +45,18 @@ from agentcore.providers.shared import (
     classify_payload,
     dumps,
     endpoint,
-    finish,
     image_url,
-    new_http_client,
+    json_object,
     openai_effort,
-    run_sse_stream,
     same_model,
     splice_body,
+    token_count,
     wire_scope,
 )
 from agentcore.providers.sse import ServerSentEvent
+from agentcore.providers.stream_limits import StreamTimeouts
+from agentcore.providers.streaming import SSEAdapter
+from agentcore.providers.wire_json import loads
 
 API_KIND = "openai-responses"
 
@@ -157,7 +158,7 @@ class ResponsesParser:
         return ()
 
     def feed(self, sse: ServerSentEvent) -> Iterable[StreamEvent]:
-        data = json.loads(sse.data)
+        data = loads(sse.data)
         kind = data.get("type", sse.event)
         b = self.builder
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
@@ -256,13 +257,13 @@ class ResponsesParser:
     def _terminal(self, response: dict[str, Any]) -> None:
         self.done = True
         usage = response.get("usage")
-        if usage:
+        if usage and isinstance(usage, dict):
             u = self.builder.usage
-            cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
-            u.input_tokens = max(0, int(usage.get("input_tokens") or 0) - cached)
+            cached = token_count(json_object(usage.get("input_tokens_details")), "cached_tokens") or 0
+            u.input_tokens = max(0, (token_count(usage, "input_tokens") or 0) - cached)
             u.cached_input_tokens = cached
-            u.output_tokens = int(usage.get("output_tokens") or 0)
-            u.reasoning_tokens = int((usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0)
+            u.output_tokens = token_count(usage, "output_tokens") or 0
+            u.reasoning_tokens = token_count(json_object(usage.get("output_tokens_details")), "reasoning_tokens") or 0
         status = response.get("status")
         reason = (response.get("incomplete_details") or {}).get("reason")
         if status == "failed":
@@ -281,21 +282,22 @@ class ResponsesParser:
             self.stop_reason = "tool_use" if self.builder.tool_calls or called else "stop"
 
 
-class OpenAIResponsesProvider:
+class OpenAIResponsesProvider(SSEAdapter):
     api_kind = API_KIND
 
-    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
-        """``client``: a shared pool (not closed here); without one, a private pool is made lazily."""
-        self._client = client
-        self._owns_client = client is None
+    def __init__(self, client: httpx.AsyncClient | None = None, timeouts: StreamTimeouts | None = None) -> None:
+        super().__init__(client, timeouts)
         self._cache = WireCache()
         self._prefix: HistoryPrefix[list[bytes]] = HistoryPrefix()
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = new_http_client()
-        return self._client
+    def parser(self, builder: MessageBuilder) -> ResponsesParser:
+        return ResponsesParser(builder)
+
+    def url(self, model: ResolvedModel) -> str:
+        return endpoint(model.base_url, "/responses")
+
+    def headers(self, model: ResolvedModel) -> dict[str, str]:
+        return bearer_headers(model.api_key)
 
     def _converted(self, message: Message, model: ResolvedModel, scope: Hashable) -> _Converted:
         converted: _Converted | None = self._cache.get(message, scope)
@@ -349,23 +351,3 @@ class OpenAIResponsesProvider:
 
     def encode_body(self, request: ProviderRequest) -> bytes:
         return splice_body(self._head(request), "input", self._encoded_input(request.messages, request.model))
-
-    async def stream(self, request: ProviderRequest, abort: asyncio.Event | None = None) -> AsyncIterator[StreamEvent]:
-        builder = MessageBuilder(request.model)
-        parser = ResponsesParser(builder)
-        url = endpoint(request.model.base_url, "/responses")
-        try:
-            body = self.encode_body(request)
-        except (TypeError, ValueError) as exc:
-            yield finish(
-                builder, API_KIND, "error", ProviderFailure("bad_request", f"could not encode the request: {exc}")
-            )
-            return
-        headers = bearer_headers(request.model.api_key)
-        async for event in run_sse_stream(self.client, url, headers, body, abort, parser, builder, API_KIND):
-            yield event
-
-    async def aclose(self) -> None:
-        if self._owns_client and self._client is not None:
-            await self._client.aclose()
-            self._client = None

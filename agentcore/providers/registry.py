@@ -2,8 +2,8 @@
 
 ``create_provider(api_kind)`` builds one adapter. ``ProviderRegistry`` is what a runtime
 holds: one adapter per API kind, all sharing one pooled ``httpx.AsyncClient`` (connection
-reuse is a large part of the per-request floor) and each keeping its per-message wire cache
-across turns. Extra kinds (the offline demo) are registered on the instance — no global
+reuse is a large part of the per-request floor) and one ``StreamTimeouts``, each keeping its
+per-message wire cache across turns. Extra kinds are registered on the instance — no global
 mutable state.
 """
 
@@ -20,8 +20,10 @@ from agentcore.providers.base import Provider
 from agentcore.providers.openai_completions import OpenAICompletionsProvider
 from agentcore.providers.openai_responses import OpenAIResponsesProvider
 from agentcore.providers.shared import new_http_client
+from agentcore.providers.stream_limits import StreamTimeouts
 
-ProviderFactory = Callable[[httpx.AsyncClient | None], Provider]
+ProviderFactory = Callable[[httpx.AsyncClient | None, StreamTimeouts], Provider]
+"""Builds an adapter on a shared client (which it must not close) with the stream bounds."""
 
 API_KINDS: Mapping[str, ProviderFactory] = MappingProxyType(
     {
@@ -32,22 +34,27 @@ API_KINDS: Mapping[str, ProviderFactory] = MappingProxyType(
 )
 
 
-def create_provider(api_kind: str, *, client: httpx.AsyncClient | None = None) -> Provider:
+def create_provider(
+    api_kind: str, *, client: httpx.AsyncClient | None = None, timeouts: StreamTimeouts | None = None
+) -> Provider:
     """A new adapter for ``api_kind``; with ``client`` it shares that pool (and does not close it)."""
     factory = API_KINDS.get(api_kind)
     if factory is None:
         raise InputValidationError(
             f"unknown api_kind {api_kind!r}; expected one of {', '.join(API_KINDS)}", field="api_kind"
         )
-    return factory(client)
+    return factory(client, timeouts or StreamTimeouts())
 
 
 class ProviderRegistry:
-    """One adapter per API kind over one shared HTTP client. ``aclose()`` releases both."""
+    """One adapter per API kind over one shared HTTP client. ``aclose()`` releases both.
 
-    def __init__(self, client: httpx.AsyncClient | None = None) -> None:
+    ``timeouts`` bounds every stream of every adapter (see ``stream_limits``)."""
+
+    def __init__(self, client: httpx.AsyncClient | None = None, timeouts: StreamTimeouts | None = None) -> None:
         self._client = client
         self._owns_client = client is None
+        self.timeouts = timeouts or StreamTimeouts()
         self._factories: dict[str, ProviderFactory] = dict(API_KINDS)
         self._providers: dict[str, Provider] = {}
 
@@ -74,7 +81,7 @@ class ProviderRegistry:
                 raise InputValidationError(
                     f"unknown api_kind {api_kind!r}; expected one of {', '.join(self._factories)}", field="api_kind"
                 )
-            provider = self._providers[api_kind] = factory(self.client)
+            provider = self._providers[api_kind] = factory(self.client, self.timeouts)
         return provider
 
     async def aclose(self) -> None:

@@ -1,19 +1,19 @@
-"""What the three wire-protocol adapters share: transport, SSE loop, cancellation, failure
-classification, message assembly and the per-message wire cache (SPEC P1, L2, L7, L8).
+"""What the three wire-protocol adapters share besides the stream itself (``streaming``):
+transport, failure classification, usage numbers, message assembly and the per-message wire
+cache (SPEC P1, L2, L7).
 
 Why httpx and not the official SDKs: the SDKs cost roughly 10x the transport floor per
 request (pydantic models for every chunk, per-request option merging, work that grows with
 history), and the agent loop must stay within 1.5x of raw httpx at 100 turns. So the hot
 path here is: look up each message's cached JSON encoding, splice the body from those
 bytes (``splice_body``; only new messages are encoded), stream, parse SSE from the raw
-bytes (``providers.sse``, which says why not httpx-sse), and turn events into plain
+bytes (``providers.sse``, which says why not httpx-sse), decode each event's JSON once
+(``providers.wire_json``, which also removes lone surrogates), and turn events into plain
 dataclasses. No pydantic on the hot path.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import email.utils
 import functools
 import json
@@ -21,8 +21,8 @@ import operator
 import re
 import ssl
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Iterable
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -41,14 +41,12 @@ from agentcore.models.attributes import ResolvedModel
 from agentcore.providers.base import (
     BlockStart,
     ProviderFailure,
-    StreamEnd,
-    StreamEvent,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
     ToolCallEnd,
 )
-from agentcore.providers.sse import ServerSentEvent, SSEDecoder
+from agentcore.providers.wire_json import loads
 
 RAW_ARGUMENTS_KEY = "__raw_arguments__"
 """Tool-call arguments that are not a JSON object are kept as text under this key, so the
@@ -186,7 +184,7 @@ def classify_status(status: int, body: bytes, headers: httpx.Headers) -> Provide
     """An HTTP error response → failure kind (the only place statuses get a meaning)."""
     text = body.decode("utf-8", "replace")
     try:
-        message, code, kind = error_fields(json.loads(text))
+        message, code, kind = error_fields(loads(text))
     except json.JSONDecodeError:
         message, code, kind = text.strip()[:500] or f"HTTP {status}", None, None
     described = f"HTTP {status}: {message}"
@@ -221,10 +219,34 @@ def parse_arguments(text: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = loads(text)
     except json.JSONDecodeError:
         return {RAW_ARGUMENTS_KEY: text}
     return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}
+
+
+# --- usage numbers ---------------------------------------------------------------------------
+
+
+def token_count(usage: Mapping[str, Any], key: str) -> int | None:
+    """A provider's token count, or ``None`` when it is absent or unusable.
+
+    Providers (and proxies in front of them) have sent negative and fractional counts;
+    priced as-is they become negative or fractional cost. The rule: an integer (also a float
+    with an integral value, as some servers send) counts, a negative one as 0; anything else —
+    a string, a boolean, a fractional, infinite or NaN number — is ignored (``None``: an
+    adapter keeps the count it already had, or 0)."""
+    value = usage.get(key)
+    if type(value) is int:
+        return value if value >= 0 else 0
+    if type(value) is float and value.is_integer():
+        return int(value) if value >= 0 else 0
+    return None
+
+
+def json_object(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (for optional nested details)."""
+    return value if isinstance(value, dict) else {}
 
 
 # --- the message under construction ----------------------------------------------------------
@@ -242,7 +264,8 @@ class _OpenTool:
 class MessageBuilder:
     """Collects streamed blocks. Text is joined once at the end (deltas can number in the
     thousands); tool calls enter the message only when complete, so a dropped stream never
-    leaves a half-received call behind."""
+    leaves a half-received call behind. ``output_chars`` counts the streamed text, thinking
+    and tool-call arguments (the measure of the output cap)."""
 
     def __init__(self, model: ResolvedModel) -> None:
         self.model = model
@@ -251,11 +274,13 @@ class MessageBuilder:
         self.tools: dict[int, _OpenTool] = {}
         self.usage = Usage()
         self.tool_calls = 0
+        self.output_chars = 0
 
     def open_text(self, initial: str = "") -> BlockStart:
         index = len(self.blocks)
         self.blocks.append(TextContent(""))
         self.parts[index] = [initial] if initial else []
+        self.output_chars += len(initial)
         return BlockStart(index, "text")
 
     def open_thinking(self, signature: str | None = None, redacted: bool = False) -> BlockStart:
@@ -266,10 +291,12 @@ class MessageBuilder:
 
     def text(self, index: int, delta: str) -> TextDelta:
         self.parts[index].append(delta)
+        self.output_chars += len(delta)
         return TextDelta(index, delta)
 
     def thinking(self, index: int, delta: str) -> ThinkingDelta:
         self.parts[index].append(delta)
+        self.output_chars += len(delta)
         return ThinkingDelta(index, delta)
 
     def has_parts(self, index: int) -> bool:
@@ -288,6 +315,7 @@ class MessageBuilder:
 
     def tool_args(self, index: int, delta: str) -> ToolCallDelta:
         self.tools[index].args.append(delta)
+        self.output_chars += len(delta)
         return ToolCallDelta(index, delta)
 
     def close_tool(self, index: int, arguments: str | None = None) -> ToolCallEnd | None:
@@ -423,190 +451,6 @@ def image_url(data: str, mime_type: str) -> str:
 
 
 IMAGE_OMITTED = "(image omitted: this model does not accept images)"
-
-
-# --- cancellation -------------------------------------------------------------------------------
-
-
-class AbortScope:
-    """Turns an ``abort`` event into prompt cancellation of the in-flight HTTP read.
-
-    While the adapter awaits the network (``reading``), setting ``abort`` cancels the
-    reading task — the same mechanism ``asyncio.timeout`` uses, including ``uncancel`` so an
-    outside cancellation is never swallowed. Outside reads nothing is interrupted: the
-    adapter checks ``abort`` before every read. This costs one waiter per stream instead of
-    one task per received event."""
-
-    def __init__(self, abort: asyncio.Event | None) -> None:
-        self.abort = abort
-        self.reading = False
-        self._fired = False
-        self._task: asyncio.Task[Any] | None = None
-        self._waiter: asyncio.Future[Any] | None = None
-        if abort is not None:
-            self._waiter = asyncio.ensure_future(abort.wait())
-            self._waiter.add_done_callback(self._on_abort)
-
-    @property
-    def aborted(self) -> bool:
-        return self.abort is not None and self.abort.is_set()
-
-    def enter_read(self) -> None:
-        self._task = asyncio.current_task()
-        self.reading = True
-
-    def _on_abort(self, waiter: asyncio.Future[Any]) -> None:
-        if waiter.cancelled() or not self.reading or self._fired or self._task is None:
-            return
-        self._fired = True
-        self._task.cancel()
-
-    def absorb(self) -> bool:
-        """Inside ``except CancelledError``: True when the cancellation was ours alone."""
-        self.reading = False
-        if not self._fired or self._task is None:
-            return False
-        self._fired = False
-        return self._task.uncancel() == 0
-
-    def close(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.cancel()
-
-
-class _Aborted(Exception):
-    pass
-
-
-class _NotEventStream(Exception):
-    pass
-
-
-class SSEParser(Protocol):
-    """A protocol's event interpreter. ``feed`` returns the stream events for one SSE event;
-    ``done`` is set by the terminal event; ``failure``/``stop_reason`` describe the end."""
-
-    done: bool
-    failure: ProviderFailure | None
-    stop_reason: StopReason
-
-    def feed(self, sse: ServerSentEvent) -> Iterable[StreamEvent]: ...
-
-    def on_end(self) -> Iterable[StreamEvent]:
-        """Events owed when the stream ends (e.g. tool calls closed by the terminal chunk)."""
-        ...
-
-
-async def run_sse_stream(
-    client: httpx.AsyncClient,
-    url: str,
-    headers: dict[str, str],
-    body: bytes,
-    abort: asyncio.Event | None,
-    parser: SSEParser,
-    builder: MessageBuilder,
-    api_kind: str,
-) -> AsyncIterator[StreamEvent]:
-    """POST ``body``, stream SSE through ``parser``, always finish with one ``StreamEnd``."""
-    scope = AbortScope(abort)
-    response: httpx.Response | None = None
-    chunks: AsyncIterator[bytes] | None = None
-    failure: ProviderFailure | None = None
-    try:
-        try:
-            if scope.aborted:
-                raise _Aborted
-            request = client.build_request("POST", url, content=body, headers=headers)
-            scope.enter_read()
-            try:
-                response = await client.send(request, stream=True)
-            except asyncio.CancelledError:
-                if scope.absorb():
-                    raise _Aborted from None
-                raise
-            scope.reading = False
-            if response.status_code != 200:
-                scope.enter_read()
-                try:
-                    error_body = await response.aread()
-                except asyncio.CancelledError:
-                    if scope.absorb():
-                        raise _Aborted from None
-                    raise
-                scope.reading = False
-                failure = classify_status(response.status_code, error_body, response.headers)
-            else:
-                content_type = response.headers.get("content-type", "").partition(";")[0]
-                if "text/event-stream" not in content_type:
-                    raise _NotEventStream(f"content-type {content_type!r}")
-                # Raw bytes unless compressed: aiter_bytes adds a decoder layer per chunk.
-                chunks = response.aiter_bytes() if "content-encoding" in response.headers else response.aiter_raw()
-                decoder = SSEDecoder()
-                while not parser.done:
-                    if scope.aborted:
-                        raise _Aborted
-                    scope.enter_read()
-                    try:
-                        chunk = await anext(chunks)
-                    except StopAsyncIteration:
-                        break
-                    except asyncio.CancelledError:
-                        if scope.absorb():
-                            raise _Aborted from None
-                        raise
-                    scope.reading = False
-                    for sse in decoder.feed(chunk):
-                        for event in parser.feed(sse):
-                            yield event
-                        if parser.done:
-                            break
-                for event in parser.on_end():
-                    yield event
-                if parser.done and not scope.aborted:
-                    # Read the body's end (the chunked terminator) so the connection returns
-                    # to the pool: an unread tail forces a new TCP connection per request.
-                    scope.enter_read()
-                    try:
-                        async for _tail in chunks:
-                            pass
-                    except asyncio.CancelledError:
-                        if scope.absorb():
-                            raise _Aborted from None
-                        raise
-                    scope.reading = False
-                failure = parser.failure
-                if failure is None and not parser.done:
-                    failure = ProviderFailure("incomplete", "the stream ended without its terminal event")
-        except _Aborted:
-            failure = ProviderFailure("cancelled", "the request was cancelled")
-        except httpx.TimeoutException as exc:
-            failure = ProviderFailure("connection", f"timed out: {type(exc).__name__}")
-        except httpx.HTTPError as exc:
-            failure = ProviderFailure("connection", f"connection error: {exc or type(exc).__name__}")
-        except _NotEventStream as exc:
-            failure = ProviderFailure("provider_error", f"not an event stream: {exc}")
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
-            failure = ProviderFailure("provider_error", f"malformed stream event: {type(exc).__name__}: {exc}")
-        finally:
-            scope.reading = False
-            scope.close()
-            if isinstance(chunks, AsyncGenerator):
-                with contextlib.suppress(Exception):
-                    await chunks.aclose()
-            if response is not None:
-                await response.aclose()
-    except Exception as exc:  # closing the response failed; never raise once streaming started
-        failure = failure or ProviderFailure("connection", f"connection error: {exc}")
-    yield finish(builder, api_kind, parser.stop_reason, failure)
-
-
-def finish(
-    builder: MessageBuilder, api_kind: str, stop_reason: StopReason, failure: ProviderFailure | None
-) -> StreamEnd:
-    if failure is not None:
-        stop_reason = "aborted" if failure.kind == "cancelled" else "error"
-    message = builder.message(api_kind, stop_reason, failure)
-    return StreamEnd(message, failure, message.usage)
 
 
 def bearer_headers(api_key: str | None) -> dict[str, str]:

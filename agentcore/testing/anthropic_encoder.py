@@ -54,6 +54,7 @@ class AnthropicEncoder(Encoder):
     def __init__(self, model: str, usage: Usage, request: dict[str, Any]) -> None:
         super().__init__(model, usage, request)
         self.index = 0
+        self.text_index = 0
 
     def _next_index(self) -> int:
         index = self.index
@@ -70,7 +71,9 @@ class AnthropicEncoder(Encoder):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {
+            "usage": u.wire
+            if u.wire is not None
+            else {
                 "input_tokens": u.input,
                 "cache_creation_input_tokens": u.cache_creation,
                 "cache_read_input_tokens": u.cached_input,
@@ -86,8 +89,22 @@ class AnthropicEncoder(Encoder):
         frames.append(_event({"type": "content_block_stop", "index": index}))
         return frames
 
+    def open_text(self) -> list[bytes]:
+        self.text_index = self._next_index()
+        block = {"type": "text", "text": ""}
+        return [_event({"type": "content_block_start", "index": self.text_index, "content_block": block})]
+
+    def text_delta(self, part: str) -> bytes:
+        delta = {"type": "text_delta", "text": part}
+        return _event({"type": "content_block_delta", "index": self.text_index, "delta": delta})
+
+    def keepalive(self) -> bytes:
+        return _event({"type": "ping"})
+
     def text(self, step: Text) -> list[bytes]:
-        deltas: list[dict[str, Any]] = [{"type": "text_delta", "text": part} for part in step.parts()]
+        frames = self.open_text()
+        frames += [self.text_delta(part) for part in step.parts()]
+        citations: list[dict[str, Any]] = []
         for source in self.take_citations():
             citation = {
                 "type": "web_search_result_location",
@@ -96,8 +113,11 @@ class AnthropicEncoder(Encoder):
                 "cited_text": source.get("cited_text", step.text[:150]),
                 "encrypted_index": "ZmFrZQ==",
             }
-            deltas.append({"type": "citations_delta", "citation": citation})
-        return self._block({"type": "text", "text": ""}, deltas)
+            citations.append({"type": "citations_delta", "citation": citation})
+        index = self.text_index
+        frames += [_event({"type": "content_block_delta", "index": index, "delta": c}) for c in citations]
+        frames.append(_event({"type": "content_block_stop", "index": index}))
+        return frames
 
     def thinking(self, step: Thinking) -> list[bytes]:
         if step.redacted:
@@ -140,7 +160,7 @@ class AnthropicEncoder(Encoder):
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": _STOP.get(stop, "end_turn"), "stop_sequence": None},
-            "usage": {"output_tokens": self.usage.output},
+            "usage": self.usage.wire if self.usage.wire is not None else {"output_tokens": self.usage.output},
         }
         frames = [_event(delta)]
         if terminal:

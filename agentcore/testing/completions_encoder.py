@@ -61,7 +61,13 @@ class CompletionsEncoder(Encoder):
         return [self._chunk({"role": "assistant", "content": ""})]
 
     def text(self, step: Text) -> list[bytes]:
-        return [self._chunk({"content": part}) for part in step.parts()]
+        return [self.text_delta(part) for part in step.parts()]
+
+    def open_text(self) -> list[bytes]:
+        return []
+
+    def text_delta(self, part: str) -> bytes:
+        return self._chunk({"content": part})
 
     def thinking(self, step: Thinking) -> list[bytes]:
         return [self._chunk({step.completions_field: part}) for part in step.parts()]
@@ -86,6 +92,8 @@ class CompletionsEncoder(Encoder):
 
     def _usage(self) -> dict[str, Any]:
         u = self.usage
+        if u.wire is not None:
+            return u.wire
         prompt = u.input + u.cached_input + u.cache_creation
         return {
             "prompt_tokens": prompt,

@@ -25,8 +25,14 @@ from agentcore.testing.steps import (
     WebSearch,
 )
 
+COMMENT_FRAME = b": ping\n\n"
+"""An SSE comment: proxies send these to keep an idle connection open; clients ignore them."""
+
 
 def sse_frame(data: dict[str, Any] | str, event: str | None = None) -> bytes:
+    """One SSE event. JSON is ASCII-only (``json.dumps``' default), so any non-ASCII text —
+    also a lone surrogate, which UTF-8 cannot carry — goes out as ``\\uXXXX`` escapes, as
+    real services and proxies send it."""
     payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
     if event is None:
         return f"data: {payload}\n\n".encode()
@@ -76,6 +82,18 @@ class Encoder(ABC):
 
     @abstractmethod
     def text(self, step: Text) -> list[bytes]: ...
+
+    @abstractmethod
+    def open_text(self) -> list[bytes]:
+        """The frames that open a text block whose deltas follow (``text_delta``)."""
+
+    @abstractmethod
+    def text_delta(self, part: str) -> bytes:
+        """One delta of the text block opened last."""
+
+    def keepalive(self) -> bytes:
+        """The protocol's keep-alive event; protocols without one send a comment."""
+        return COMMENT_FRAME
 
     @abstractmethod
     def thinking(self, step: Thinking) -> list[bytes]: ...

@@ -63,6 +63,7 @@ class RecordedRequest:
     client_disconnected: bool = False
     cut: bool = False
     hung: bool = False
+    endless_frames: int = 0  # frames written so far by an ``Endless`` step
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -309,7 +310,9 @@ class FakeProviderServer:
         finally:
             self._connections.discard(task)
             writer.close()
-            with contextlib.suppress(Exception):
+            # Also when stop() cancels this wait: a handler task that ends cancelled makes
+            # Python 3.11's stream callback log a spurious "Exception in callback" error.
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
 
     async def _serve(self, raw: http11.RawRequest, conn: http11.Connection) -> bool:
@@ -337,7 +340,7 @@ class FakeProviderServer:
             steps = [HttpError(401, "Incorrect API key provided")]
         elif not record.json.get("stream"):
             steps = [HttpError(400, "the fake provider server only implements streaming (stream: true)")]
-        player = Player(encoder, writer, steps, self._hang_for(record), new_id("req_"))
+        player = Player(encoder, writer, steps, self._hang_for(record), new_id("req_"), self._frame_counter(record))
         return await self._play(player, record, conn)
 
     async def _play(self, player: Player, record: RecordedRequest, conn: http11.Connection) -> bool:
@@ -394,6 +397,14 @@ class FakeProviderServer:
         if inspect.isawaitable(result):
             result = await result
         return list(result)
+
+    def _frame_counter(self, record: RecordedRequest) -> Callable[[], None]:
+        def count() -> None:
+            with self._lock:
+                record.endless_frames += 1
+            self._notify()
+
+        return count
 
     def _hang_for(self, record: RecordedRequest) -> Callable[[Hang], Awaitable[None]]:
         async def hang(step: Hang) -> None:
@@ -468,6 +479,7 @@ def _record_json(record: RecordedRequest) -> dict[str, Any]:
         "client_disconnected": record.client_disconnected,
         "cut": record.cut,
         "hung": record.hung,
+        "endless_frames": record.endless_frames,
     }
 
 

@@ -14,11 +14,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from agentcore.testing import http11
-from agentcore.testing.encoder import Encoder, ErrorResponse
+from agentcore.testing.encoder import COMMENT_FRAME, Encoder, ErrorResponse
 from agentcore.testing.steps import (
     Aborted,
     Delay,
     Disconnect,
+    Endless,
     Hang,
     HttpError,
     NoTerminal,
@@ -70,13 +71,20 @@ HangWaiter = Callable[[Hang], Awaitable[None]]
 
 class Player:
     def __init__(
-        self, encoder: Encoder, writer: asyncio.StreamWriter, steps: list[Step], hang: HangWaiter, request_id: str
+        self,
+        encoder: Encoder,
+        writer: asyncio.StreamWriter,
+        steps: list[Step],
+        hang: HangWaiter,
+        request_id: str,
+        on_endless_frame: Callable[[], None] | None = None,
     ) -> None:
         self.encoder = encoder
         self.writer = writer
         self.steps = steps
         self.hang = hang
         self.request_id = request_id
+        self.on_endless_frame = on_endless_frame
         self.started = False
         self.sent_events = 0
         self.cut_after = next(
@@ -116,7 +124,10 @@ class Player:
         if self.cut_after == 0:
             raise ConnectionCut
         ended = False
+        linger = next((s for s in self.steps if isinstance(s, Hang) and s.after_terminal), None)
         for step in self.steps:
+            if isinstance(step, Hang) and step.after_terminal:
+                continue
             if isinstance(step, Delay):
                 await asyncio.sleep(step.seconds)
             elif isinstance(step, Usage | Stop):
@@ -140,7 +151,8 @@ class Player:
                 ended = True
                 break
             elif isinstance(step, Hang):
-                await self._start()
+                if not step.before_headers:
+                    await self._start()
                 await self.hang(step)
             else:
                 await self._start()
@@ -150,6 +162,8 @@ class Player:
         await self._start()
         if not ended:
             await self._emit(self.encoder.finish(stop, terminal=True))
+        if linger is not None:
+            await self.hang(linger)
         await self._write(http11.LAST_CHUNK)
         return PlayResult(200, keep_alive=True)
 
@@ -177,7 +191,23 @@ class Player:
         elif isinstance(step, NoTerminal):
             await self._emit(encoder.finish(stop, terminal=False))
             return True
+        elif isinstance(step, Endless):
+            await self._endless(step)
         return False
+
+    async def _endless(self, step: Endless) -> None:
+        """Write frames until the client hangs up (the write fails, or the server's
+        hang-up watch cancels this response)."""
+        if step.kind == "text":
+            await self._emit(self.encoder.open_text())
+        frame = self.encoder.keepalive() if step.kind == "pings" else COMMENT_FRAME
+        while True:
+            if step.kind == "text":
+                frame = self.encoder.text_delta(step.chunk)
+            await self._write(http11.chunk(frame))
+            if self.on_endless_frame is not None:
+                self.on_endless_frame()
+            await asyncio.sleep(step.interval_s)  # server pacing, not synchronisation
 
 
 async def wait_threading_event(event: threading.Event) -> None:

@@ -44,6 +44,7 @@ class ResponsesEncoder(Encoder):
         self.seq = 0
         self.output: list[dict[str, Any]] = []
         self.created_at = int(time.time())
+        self.text_where: dict[str, Any] = {}
 
     def _event(self, data: dict[str, Any]) -> bytes:
         data["sequence_number"] = self.seq
@@ -67,6 +68,8 @@ class ResponsesEncoder(Encoder):
 
     def _usage(self) -> dict[str, Any]:
         u = self.usage
+        if u.wire is not None:
+            return u.wire
         total_input = u.input + u.cached_input + u.cache_creation
         return {
             "input_tokens": total_input,
@@ -91,22 +94,23 @@ class ResponsesEncoder(Encoder):
         self.output[index] = item
         return self._event({"type": "response.output_item.done", "output_index": index, "item": item})
 
-    def text(self, step: Text) -> list[bytes]:
+    def open_text(self) -> list[bytes]:
         item_id = new_id("msg_")
         item = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
         index, added = self._item_added(item)
-        where = {"item_id": item_id, "output_index": index, "content_index": 0}
-        frames = [
-            added,
-            self._event(
-                {
-                    "type": "response.content_part.added",
-                    **where,
-                    "part": {"type": "output_text", "text": "", "annotations": []},
-                }
-            ),
-        ]
-        frames += [self._event({"type": "response.output_text.delta", **where, "delta": part}) for part in step.parts()]
+        self.text_where = where = {"item_id": item_id, "output_index": index, "content_index": 0}
+        part = {"type": "output_text", "text": "", "annotations": []}
+        return [added, self._event({"type": "response.content_part.added", **where, "part": part})]
+
+    def text_delta(self, part: str) -> bytes:
+        return self._event({"type": "response.output_text.delta", **self.text_where, "delta": part})
+
+    def text(self, step: Text) -> list[bytes]:
+        frames = self.open_text()
+        where = self.text_where
+        index = where["output_index"]
+        item = self.output[index]
+        frames += [self.text_delta(part) for part in step.parts()]
         annotations = [
             {
                 "type": "url_citation",

@@ -77,13 +77,17 @@ class WebSearch:
 class Usage:
     """Usage in agentcore's convention: ``input`` excludes ``cached_input`` and
     ``cache_creation``; ``reasoning`` is part of ``output``. Encoders convert to each wire's
-    convention (OpenAI counts cached tokens inside input tokens)."""
+    convention (OpenAI counts cached tokens inside input tokens). ``wire`` replaces the whole
+    usage object with exactly that JSON wherever the protocol reports usage (Anthropic: both
+    ``message_start`` and ``message_delta``), to send what misbehaving servers send
+    (negative, fractional or string counts)."""
 
     input: int = 0
     output: int = 0
     cached_input: int = 0
     cache_creation: int = 0
     reasoning: int = 0
+    wire: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -158,9 +162,35 @@ class NoTerminal:
 @dataclass(slots=True)
 class Hang:
     """Hold the response here until ``server.release()`` or until ``event`` is set
-    (an ``asyncio.Event`` of the server's loop or a ``threading.Event``)."""
+    (an ``asyncio.Event`` of the server's loop or a ``threading.Event``).
+    ``before_headers=True`` holds before the status line and headers are sent (a server that
+    accepts the connection and never answers); otherwise the headers go out first.
+    ``after_terminal=True`` holds after the terminal event, with the chunked body not yet
+    ended (a complete response on a connection the server keeps open), wherever it is placed."""
 
     event: asyncio.Event | threading.Event | None = None
+    before_headers: bool = False
+    after_terminal: bool = False
+
+
+@dataclass(slots=True)
+class Endless:
+    """Stream forever, until the client hangs up — what only a client-side bound can end.
+
+    ``kind="comments"``: SSE comments (``: ping``), as proxies keep idle connections alive;
+    ``"pings"``: the protocol's keep-alive event (Anthropic ``event: ping``; the OpenAI
+    protocols have none and send comments); ``"text"``: text deltas of ``chunk``, a model
+    ignoring its output limit. One frame every ``interval_s`` (server pacing)."""
+
+    kind: Literal["comments", "pings", "text"] = "comments"
+    chunk: str = "all work and no play makes a runaway stream. "
+    interval_s: float = 0.002
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("comments", "pings", "text"):
+            raise ValueError(f"Endless.kind must be comments, pings or text, not {self.kind!r}")
+        if not self.interval_s >= 0:
+            raise ValueError("Endless.interval_s must be >= 0")
 
 
 Step: TypeAlias = (
@@ -178,6 +208,7 @@ Step: TypeAlias = (
     | Aborted
     | NoTerminal
     | Hang
+    | Endless
 )
 
 STEP_TYPES: dict[str, type[Any]] = {
@@ -195,6 +226,7 @@ STEP_TYPES: dict[str, type[Any]] = {
     "aborted": Aborted,
     "no_terminal": NoTerminal,
     "hang": Hang,
+    "endless": Endless,
 }
 
 

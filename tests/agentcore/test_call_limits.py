@@ -22,8 +22,11 @@ from tests.helpers import collect, final
 
 @pytest.mark.parametrize("api_kind", API_KINDS)
 async def test_oversized_call_is_refused_and_never_sent_again(make_agent, fake_server, workspace, api_kind) -> None:
-    """C5: a 2 MB write on an 8k window is not run; the next request is small; the model is told why."""
-    big = base64.b64encode(os.urandom(1_500_000)).decode()
+    """C5: a 200 KB write on an 8k window is not run; the next request is small; the model is told why.
+
+    200 KB stays under the runaway-output cap of an 8k output limit (256k characters), so the
+    response completes and the call-limit check, not the stream bound, refuses it."""
+    big = base64.b64encode(os.urandom(150_000)).decode()
     fake_server.enqueue(
         [ToolCall("write", {"path": "big.txt", "content": big}, id="w1"), Usage(input=100, output=20)],
         [Text("I will split it."), Usage(input=200, output=10)],

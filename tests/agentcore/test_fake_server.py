@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 
 import httpx
@@ -16,6 +17,7 @@ import pytest
 from agentcore.testing import (
     Delay,
     Disconnect,
+    Endless,
     FakeProviderServer,
     Hang,
     HttpError,
@@ -199,6 +201,68 @@ async def test_client_hanging_up_is_recorded(fake_server) -> None:
             await fake_server.until_hanging(1)
             assert response.status_code == 200
     await fake_server.until(lambda s: s.requests[0].client_disconnected)
+
+
+@pytest.mark.parametrize("before_headers", [True, False])
+async def test_hang_before_headers_sends_nothing_until_released(fake_server, before_headers: bool) -> None:
+    """T5: ``Hang(before_headers=True)`` accepts the request and sends not one byte (not even
+    the status line) until released; a plain ``Hang`` first sends the headers. Checked on a
+    raw socket: on loopback, bytes the server wrote are already in our receive queue."""
+    fake_server.enqueue([Hang(before_headers=before_headers), Text("late")])
+    body = json.dumps(BODY).encode()
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n\r\n"
+    sock = socket.create_connection((fake_server.host, fake_server.port))
+    try:
+        sock.sendall(head.encode() + body)
+        await fake_server.until_hanging(1)
+        if before_headers:
+            with pytest.raises(BlockingIOError):
+                sock.recv(1, socket.MSG_DONTWAIT)
+        else:
+            assert sock.recv(8, socket.MSG_DONTWAIT).startswith(b"HTTP/1.1")
+        fake_server.release()
+
+        def read_to_end() -> bytes:
+            data = b""
+            while not data.endswith(b"\r\n0\r\n\r\n"):  # a previous chunk's end, then the last chunk
+                received = sock.recv(65536)
+                if not received:
+                    break
+                data += received
+            return data
+
+        data = await asyncio.to_thread(read_to_end)
+    finally:
+        sock.close()
+    assert b"late" in data and b"[DONE]" in data
+    assert data.startswith(b"HTTP/1.1 200") == before_headers
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "marker"),
+    [
+        ("/responses", "comments", b": ping"),
+        ("/chat/completions", "pings", b": ping"),  # no keep-alive event in this protocol
+        ("/messages", "pings", b"event: ping"),
+        ("/responses", "text", b'"delta":"again "'),
+        ("/chat/completions", "text", b'"content":"again "'),
+        ("/messages", "text", b'"text_delta","text":"again "'),
+    ],
+)
+async def test_endless_streams_until_the_client_hangs_up(fake_server, path: str, kind: str, marker: bytes) -> None:
+    """T5: ``Endless`` writes keep-alives or text deltas forever; hanging up ends it."""
+    fake_server.enqueue([Endless(kind, chunk="again ", interval_s=0.001)])  # type: ignore[arg-type]
+    seen = 0
+    async with httpx.AsyncClient() as client:
+        async with client.stream("POST", fake_server.base_url + path, json=BODY) as response:
+            async for chunk in response.aiter_raw():
+                seen += chunk.count(marker)
+                if seen >= 20:
+                    break
+    await fake_server.until(lambda s: s.requests[0].client_disconnected)
+    assert fake_server.requests[0].endless_frames >= 19  # Anthropic's preamble has one ping too
+    with pytest.raises(ValueError):
+        Endless("forever")  # type: ignore[arg-type]
 
 
 async def test_delay_slows_the_stream_without_breaking_it(fake_server) -> None:
