@@ -173,20 +173,21 @@ class PostgresStorage:
         self._preloaded = preloaded
 
     @classmethod
-    def open(cls, target: PostgresTarget) -> PostgresStorage:
+    def open(cls, target: PostgresTarget, *, create: bool = True) -> PostgresStorage:
         """Connect, check (or install) the schema, find or create the store's row, take the lease,
         then — under the store row's lock — read and check every row and bump the fence.
 
         Raises ``store_unavailable`` (server unreachable), ``input_validation`` (a connection
         string libpq refuses), ``store_locked`` (another owner holds the lease; the message names
         its pid and host) or ``store_invalid`` (a foreign or too-new schema, rows that are not
-        what agentcore writes); nothing is written before those checks pass.
+        what agentcore writes); nothing is written before those checks pass. With ``create=False``
+        a store that does not exist yet is ``store_invalid`` (field: the option) instead of created.
         """
         conn = connect(target)
         try:
             queries = StoreQueries(target.schema)
             ensure_schema(conn, target.schema, target.label)
-            store_id = _find_or_create(conn, queries, target)
+            store_id = _find_or_create(conn, queries, target) if create else _existing(conn, queries, target)
             lease = take_lease(conn, target, store_id)
             with conn.transaction():
                 row = conn.execute(queries.lock_row, (store_id,)).fetchone()
@@ -385,6 +386,18 @@ def _find_or_create(conn: psycopg.Connection[Any], queries: StoreQueries, target
     raise StoreError(STORE_INVALID, f"{target.label}: the store row keeps changing while it is opened")
 
 
+def _existing(conn: psycopg.Connection[Any], queries: StoreQueries, target: PostgresTarget) -> int:
+    found = find_store(conn, queries, target.store)
+    if found is None:
+        raise StoreError(
+            STORE_INVALID,
+            f"{target.label}: no agent store of this name",
+            field=target.option,
+            details={"label": target.label},
+        )
+    return found
+
+
 def take_lease(conn: psycopg.Connection[Any], target: PostgresTarget, store_id: int) -> PostgresLease:
     """Take the store's advisory lock on ``conn`` (waiting up to ``lock_timeout``), or raise
     ``store_locked`` naming the holder."""
@@ -444,7 +457,7 @@ def read_state(
 ) -> StoreState:
     """Every row of the store, decoded, in seq order (the caller holds a consistent view).
 
-    A payload that is not a JSON object, or a seq outside ``1..last_seq`` (a rewound counter
+    A payload that is not a JSON object, or a seq outside ``0..last_seq`` (a rewound counter
     would hand out a seq twice), raises ``store_invalid`` naming the table and row.
     """
     entries: list[Entry] = []
@@ -472,11 +485,11 @@ def _decoded(
     cursor = conn.execute(query, (store_id,))
     while rows := cursor.fetchmany(_BATCH):
         top, bottom = max(row[-1] for row in rows), min(row[-1] for row in rows)
-        if top > last_seq or bottom < 1:
-            bad = next(row for row in rows if not 1 <= row[-1] <= last_seq)
+        if top > last_seq or bottom < 0:
+            bad = next(row for row in rows if not 0 <= row[-1] <= last_seq)
             raise StoreError(
                 STORE_INVALID,
-                f"{where}: {table}: {what} {bad[0]!r} has seq {bad[-1]}, outside 1..{last_seq} (the store's last_seq): "
+                f"{where}: {table}: {what} {bad[0]!r} has seq {bad[-1]}, outside 0..{last_seq} (the store's last_seq): "
                 "the next commit would reuse a seq",
                 details={"table": table},
             )

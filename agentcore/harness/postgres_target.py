@@ -50,13 +50,16 @@ class PostgresTarget:
     lock_timeout: float = 0.0
 
 
-def target_from_url(url: object, *, option: str = "database_url") -> PostgresTarget:
-    """The store a ``database_url`` names (see the module docstring)."""
+def target_from_url(url: object, *, option: str = "database_url", default_store: str | None = None) -> PostgresTarget:
+    """The store a ``database_url`` names (see the module docstring); ``default_store`` (checked
+    as a store name) replaces ``default`` when the URL names none."""
     if not isinstance(url, str) or not url.startswith(_SCHEMES):
         raise InputValidationError(
             f"{option} must be a postgresql:// URL (e.g. postgresql://user@host/dbname?store=name)", field=option
         )
     conninfo, store, schema = _split_url(url, option)
+    if store is None and default_store is not None:
+        store = check_store_name(default_store, field="conversation_id")
     return make_target(conninfo, store=store, schema=schema, option=option)
 
 
