@@ -217,7 +217,9 @@ def _split_url(url: str, option: str) -> tuple[str, str | None, str | None]:
             rest.append((key, value))
     if parts.fragment:
         raise InputValidationError(f"{option} has a '#' fragment; name the store with ?store=<name>", field=option)
-    conninfo = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(rest)))
+    # libpq decodes %XX in a URL but not '+': spaces must be %20
+    query_text = urllib.parse.urlencode(rest, quote_via=urllib.parse.quote)
+    conninfo = urllib.parse.urlunsplit(parts._replace(query=query_text))
     return conninfo, ours.get("store"), ours.get("schema")
 
 

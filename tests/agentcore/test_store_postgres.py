@@ -205,6 +205,17 @@ def test_a_server_that_refuses_the_login_is_store_unavailable_and_nothing_is_cre
     assert admin.execute("SELECT datname FROM pg_database ORDER BY 1").fetchall() == databases
 
 
+def test_libpq_options_in_the_url_reach_the_server_beside_ours(postgres: PostgresCluster) -> None:
+    """``?options=-c ...`` (e.g. ``synchronous_commit=off``) passes through; our lease settings too."""
+    url = f"{postgres.dsn}?store={unique('opts')}&options=-c%20statement_timeout%3D12345&application_name=x"
+    store = open_url(url)
+    conn = store._conn
+    assert conn is not None
+    assert conn.execute("SHOW statement_timeout").fetchone() == ("12345ms",)
+    assert conn.execute("SHOW tcp_keepalives_count").fetchone() == ("4",)
+    store.close()
+
+
 def test_the_password_never_reaches_labels_or_the_options_repr(postgres: PostgresCluster) -> None:
     url = f"postgresql://postgres:hunter2@127.0.0.1:{postgres.port}/postgres?store=secretive"
     factory = resolve_storage_factory(database_url=url)
