@@ -9,9 +9,9 @@ loopback TCP), so it needs Debian's ``postgresql`` package and the ``postgres`` 
   disk's fsync dominates) and with ``synchronous_commit=off`` set through the URL
   (``?options=-c synchronous_commit=off``: what SQLite's ``synchronous=normal`` promises — a
   commit survives the agent process dying at any instant; a *server* crash may lose the last
-  few — which shows the per-commit cost of the code itself), for fragment-sized commits (one small entry + one register write) and tool-result
-  commits (one ~4 KB entry + one register write). Two baselines on the same server, same
-  tables, payloads ``json.dumps``-ed as ours are:
+  few — which shows the per-commit cost of the code itself). Fragment-sized commits (one small
+  entry + one register write) and tool-result commits (one ~4 KB entry + one register write).
+  Two baselines on the same server, same tables, payloads ``json.dumps``-ed as ours are:
   ``raw SQL``: the hand-written way — one transaction of plain statements (``UPDATE stores ...
   WHERE fence AND last_seq RETURNING``, ``INSERT`` the entry, upsert the register, ``COMMIT``),
   each statement one round trip; ``raw fn``: raw psycopg calling our ``apply_commit`` with the
