@@ -275,14 +275,12 @@ class PostgresStorage:
         return self._conn
 
     def _params(self, rows: EncodedCommit) -> tuple[Any, ...]:
-        e, r, u, c, t = rows.entries, rows.registers, rows.usage, rows.receipts, rows.tasks
+        """``apply_commit``'s arguments: one array per column; an absent table is NULL (cheaper
+        to send than an empty array, and the function treats both alike)."""
         return (
             self.store_id, self._fence, self._last_seq,
-            [x[0] for x in e], [x[1] for x in e], [x[2] for x in e], [x[3] for x in e], [x[4] for x in e],
-            [x[0] for x in r], [x[1] for x in r], [x[2] for x in r],
-            [x[0] for x in u], [x[1] for x in u], [x[2] for x in u],
-            [x[0] for x in c], [x[1] for x in c], [x[2] for x in c],
-            [x[0] for x in t], [x[1] for x in t], [x[2] for x in t],
+            *_columns(rows.entries, 5), *_columns(rows.registers, 3), *_columns(rows.usage, 3),
+            *_columns(rows.receipts, 3), *_columns(rows.tasks, 3),
         )  # fmt: skip
 
     def _commit_error(self, rows: EncodedCommit, exc: psycopg.Error) -> StoreError:
@@ -498,6 +496,12 @@ def _decoded(
 
 def _namer(table: str, what: str, rows: list[Any]) -> Callable[[int], str]:
     return lambda n: f"{table}: {what} {rows[n][0]!r}"
+
+
+def _columns(rows: list[Any], width: int) -> list[list[Any] | None]:
+    if not rows:
+        return [None] * width
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 def _unstorable_text(rows: EncodedCommit) -> StoreError:
