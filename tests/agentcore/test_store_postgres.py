@@ -505,6 +505,11 @@ def test_postgres_to_sqlite_to_postgres_keeps_every_row_seq_and_order(store_url,
     store.close()
     file = tmp_path / "backup" / "session.sqlite"
     assert export_agent_database(database_url=store_url, destination=file) == file
+    check = sqlite3.connect(file)
+    assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # like every store file
+    check.close()
+    assert sorted(p.name for p in file.parent.iterdir()) == ["session.sqlite"]
     sqlite_store, release = SqliteStorageFactory(file).open()
     assert content(sqlite_store.load()) == content(expected)
     assert list(sqlite_store.load().receipts) == list(expected.receipts)
