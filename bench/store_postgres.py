@@ -23,7 +23,8 @@ loopback TCP), so it needs Debian's ``postgresql`` package and the ``postgres`` 
 - what a synchronous commit costs the event loop: ours inline vs ``asyncio.to_thread(commit)``.
 
 Ratios are baseline time / ours (1.00 = as fast as the baseline; the goal is >= 0.7 against raw
-SQL). Rounds are interleaved and medians reported, since the machine is shared and noisy.
+psycopg). Commits run in 31 short rounds of 100, interleaved with the order rotating, and the
+medians are reported, since the machine is shared and noisy.
 """
 
 from __future__ import annotations
@@ -39,14 +40,13 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psycopg
 
 from agentcore.harness import Commit, Entry, RegisterWrite, SqliteStorageFactory, export_agent_database
-from agentcore.harness.postgres_store import PostgresStorage, postgres_storage
+from agentcore.harness.postgres_store import PostgresStorage, StoreQueries, postgres_storage
 from tests.pg import PostgresCluster
 
 FRAGMENT = {"type": "text_delta", "text": "a few streamed tokens "}
@@ -58,82 +58,109 @@ def new_store(dsn: str) -> PostgresStorage:
     return postgres_storage(dsn, f"bench-{uuid.uuid4().hex}").open()[0]
 
 
-def ours(dsn: str, payload: dict[str, object], count: int) -> float:
-    store = new_store(dsn)
-    start = time.perf_counter()
-    parent = None
-    for n in range(count):
-        entry_id = f"e{n}"
-        store.commit(
+class Writer:
+    """One way of committing, kept open across rounds so that rounds can be short and interleaved."""
+
+    def __init__(self, payload: dict[str, object]) -> None:
+        self.payload = payload
+        self.n = 0
+        self.parent: str | None = None
+
+    def batch(self, count: int) -> float:
+        start = time.perf_counter()
+        for _ in range(count):
+            entry_id = f"e{self.n}"
+            self.write(entry_id)
+            self.parent = entry_id
+            self.n += 1
+        return time.perf_counter() - start
+
+    def write(self, entry_id: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class Ours(Writer):
+    def __init__(self, dsn: str, payload: dict[str, object]) -> None:
+        super().__init__(payload)
+        self.store = new_store(dsn)
+
+    def write(self, entry_id: str) -> None:
+        self.store.commit(
             Commit(
-                entries=[Entry(entry_id, "main", parent, "fragment", payload)],
+                entries=[Entry(entry_id, "main", self.parent, "fragment", self.payload)],
                 registers=[RegisterWrite("op/main", {"state": "streaming", "entry": entry_id})],
             )
         )
-        parent = entry_id
-    elapsed = time.perf_counter() - start
-    store.close()
-    return elapsed
+
+    def close(self) -> None:
+        self.store.close()
 
 
-def raw_sql(dsn: str, payload: dict[str, object], count: int) -> float:
-    store = new_store(dsn)  # the same schema and a store row of its own, then plain psycopg
-    store_id, fence = store.store_id, store._fence
-    store.close()
-    conn = psycopg.connect(dsn, autocommit=True)
-    cur = conn.cursor()
-    start = time.perf_counter()
-    parent = None
-    for n in range(count):
-        entry_id = f"e{n}"
-        with conn.transaction():
-            cur.execute(
+class RawSql(Writer):
+    """The hand-written way: one transaction of plain statements, each one round trip."""
+
+    def __init__(self, dsn: str, payload: dict[str, object]) -> None:
+        super().__init__(payload)
+        store = new_store(dsn)  # the same schema and a store row of its own, then plain psycopg
+        self.store_id, self.fence = store.store_id, store._fence
+        store.close()
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.cur = self.conn.cursor()
+
+    def write(self, entry_id: str) -> None:
+        with self.conn.transaction():
+            self.cur.execute(
                 "UPDATE agentcore.stores SET last_seq = last_seq + 1 WHERE store_id = %s AND fence = %s "
                 "AND last_seq = %s RETURNING last_seq",
-                (store_id, fence, n),
+                (self.store_id, self.fence, self.n),
             )
-            row = cur.fetchone()
+            row = self.cur.fetchone()
             assert row is not None
             seq = row[0]
-            cur.execute(
+            self.cur.execute(
                 "INSERT INTO agentcore.entries (store_id, seq, idx, id, conversation_id, parent_id, kind, payload) "
                 "VALUES (%s, %s, 1, %s, %s, %s, %s, %s)",
-                (store_id, seq, entry_id, "main", parent, "fragment", json.dumps(payload)),
+                (self.store_id, seq, entry_id, "main", self.parent, "fragment", json.dumps(self.payload)),
             )
-            cur.execute(
+            self.cur.execute(
                 "INSERT INTO agentcore.registers (store_id, key, value, seq, idx) VALUES (%s, %s, %s, %s, 1) "
                 "ON CONFLICT (store_id, key) DO UPDATE SET value = excluded.value, seq = excluded.seq",
-                (store_id, "op/main", json.dumps({"state": "streaming", "entry": entry_id}), seq),
+                (self.store_id, "op/main", json.dumps({"state": "streaming", "entry": entry_id}), seq),
             )
-        parent = entry_id
-    elapsed = time.perf_counter() - start
-    conn.close()
-    return elapsed
+
+    def close(self) -> None:
+        self.conn.close()
 
 
-def raw_fn(dsn: str, payload: dict[str, object], count: int) -> float:
-    store = new_store(dsn)
-    store_id, fence, query = store.store_id, store._fence, store._q.apply
-    store.close()
-    conn = psycopg.connect(dsn, autocommit=True)
-    cur = conn.cursor()
-    start = time.perf_counter()
-    parent, last = None, 0
-    for n in range(count):
-        entry_id = f"e{n}"
-        cur.execute(
-            query,
-            (store_id, fence, last, [entry_id], ["main"], [parent], ["fragment"], [json.dumps(payload)],
-             ["op/main"], [json.dumps({"state": "streaming", "entry": entry_id})], [None],
-             [], [], [], [], [], [], [], [], []),
+class RawFn(RawSql):
+    """Raw psycopg calling our ``apply_commit`` with the same arguments: this design's floor."""
+
+    def __init__(self, dsn: str, payload: dict[str, object]) -> None:
+        super().__init__(dsn, payload)
+        self.query = StoreQueries("agentcore").apply
+
+    def write(self, entry_id: str) -> None:
+        self.cur.execute(
+            self.query,
+            (self.store_id, self.fence, self.n, [entry_id], ["main"], [self.parent], ["fragment"],
+             [json.dumps(self.payload)], ["op/main"], [json.dumps({"state": "streaming", "entry": entry_id})],
+             [None], None, None, None, None, None, None, None, None, None),
         )  # fmt: skip
-        row = cur.fetchone()
-        assert row is not None
-        last = row[0]
-        parent = entry_id
-    elapsed = time.perf_counter() - start
-    conn.close()
-    return elapsed
+        assert self.cur.fetchone() is not None
+
+
+class Sqlite(Writer):
+    """Context: the same commits through SqliteStorage on a local file."""
+
+    def __init__(self, path: Path, payload: dict[str, object]) -> None:
+        super().__init__(payload)
+        self.store = SqliteStorageFactory(path).open()[0]
+
+    write = Ours.write
+    close = Ours.close
 
 
 def build(dsn: str, name: str, entries: int, payload: dict[str, object], batch: int = 1000) -> None:
@@ -227,8 +254,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
     args = parser.parse_args()
-    commits = 300 if args.quick else 1000
-    rounds = 3 if args.quick else 7
+    commits = 50 if args.quick else 100  # per round
+    rounds = 5 if args.quick else 31
     resume_sizes = [10_000] if args.quick else [10_000, 100_000]
     cluster = PostgresCluster.start(durable=True)
     try:
@@ -246,14 +273,20 @@ def main() -> None:
                     ("fragment (small entry + register)", FRAGMENT),
                     ("tool result (~4 KB + register)", TOOL_RESULT),
                 ):
-                    runs: dict[str, list[float]] = {"ours": [], "sql": [], "fn": [], "sqlite": []}
-                    for i in range(rounds):  # interleaved, so load changes on the machine hit all alike
-                        runs["ours"].append(ours(url, payload, commits))
-                        runs["sql"].append(raw_sql(url, payload, commits))
-                        runs["fn"].append(raw_fn(url, payload, commits))
-                        file = root / f"{mode[:4]}{name[:4]}-{i}.db"
-                        runs["sqlite"].append(sqlite_commits(file, payload, commits))
-                    t = {key: statistics.median(value) for key, value in runs.items()}
+                    writers: dict[str, Writer] = {
+                        "ours": Ours(url, payload),
+                        "sql": RawSql(url, payload),
+                        "fn": RawFn(url, payload),
+                        "sqlite": Sqlite(root / f"{mode[:4]}-{name[:4]}.db", payload),
+                    }
+                    runs: dict[str, list[float]] = {key: [] for key in writers}
+                    order = list(writers)
+                    for i in range(rounds):  # short interleaved rounds, rotating who goes first
+                        for key in order[i % 4 :] + order[: i % 4]:
+                            runs[key].append(writers[key].batch(commits))
+                    for writer in writers.values():
+                        writer.close()
+                    t = {key: statistics.median(value) for key, value in runs.items()}  # per round
                     print(
                         f"{name:<34}{commits / t['ours']:>9.0f}{commits / t['sql']:>10.0f}{commits / t['fn']:>9.0f}"
                         f"{t['sql'] / t['ours']:>8.2f}{t['fn'] / t['ours']:>7.2f}{commits / t['sqlite']:>10.0f}"
@@ -279,29 +312,11 @@ def main() -> None:
 
         print(f"\n{'a commit on the event loop':<34}{'inline ms':>9}{'to_thread ms':>14}")
         for mode, url in (("server defaults", dsn), ("synchronous_commit=off", dsn + SYNC_OFF)):
-            inline, threaded = loop_cost(url, commits)
-            print(f"{mode:<34}{inline / commits * 1000:>9.3f}{threaded / commits * 1000:>14.3f}")
+            inline, threaded = loop_cost(url, 10 * commits)
+            print(f"{mode:<34}{inline / commits * 100:>9.3f}{threaded / commits * 100:>14.3f}")
     finally:
         cluster.stop()
 
-
-def sqlite_commits(path: Path, payload: dict[str, object], count: int) -> float:
-    """Context: the same commits through SqliteStorage on a local file."""
-    store = SqliteStorageFactory(path).open()[0]
-    start = time.perf_counter()
-    parent: Any = None
-    for n in range(count):
-        entry_id = f"e{n}"
-        store.commit(
-            Commit(
-                entries=[Entry(entry_id, "main", parent, "fragment", payload)],
-                registers=[RegisterWrite("op/main", {"state": "streaming", "entry": entry_id})],
-            )
-        )
-        parent = entry_id
-    elapsed = time.perf_counter() - start
-    store.close()
-    return elapsed
 
 
 if __name__ == "__main__":

@@ -53,7 +53,13 @@ from agentcore.harness.commit_codec import (
     duplicate_entry,
     encode_commit,
 )
-from agentcore.harness.postgres_schema import CAS_MISMATCH, FENCED, ensure_schema, lock_namespace
+from agentcore.harness.postgres_schema import (
+    CAS_MISMATCH,
+    FENCED,
+    ensure_schema,
+    installed_version,
+    lock_namespace,
+)
 from agentcore.harness.postgres_target import (
     PostgresTarget,
     connect,
@@ -186,6 +192,8 @@ class PostgresStorage:
         conn = connect(target)
         try:
             queries = StoreQueries(target.schema)
+            if not create and installed_version(conn, target.schema, target.label) is None:
+                raise _missing(target)  # not even the schema: create nothing
             ensure_schema(conn, target.schema, target.label)
             store_id = _find_or_create(conn, queries, target) if create else _existing(conn, queries, target)
             lease = take_lease(conn, target, store_id)
@@ -387,13 +395,17 @@ def _find_or_create(conn: psycopg.Connection[Any], queries: StoreQueries, target
 def _existing(conn: psycopg.Connection[Any], queries: StoreQueries, target: PostgresTarget) -> int:
     found = find_store(conn, queries, target.store)
     if found is None:
-        raise StoreError(
-            STORE_INVALID,
-            f"{target.label}: no agent store of this name",
-            field=target.option,
-            details={"label": target.label},
-        )
+        raise _missing(target)
     return found
+
+
+def _missing(target: PostgresTarget) -> StoreError:
+    return StoreError(
+        STORE_INVALID,
+        f"{target.label}: no agent store of this name",
+        field=target.option,
+        details={"label": target.label},
+    )
 
 
 def take_lease(conn: psycopg.Connection[Any], target: PostgresTarget, store_id: int) -> PostgresLease:

@@ -620,10 +620,15 @@ async def test_offline_cancel_ends_a_paused_run_in_a_postgres_store(make_agent, 
     assert again.status == "aborted" and again.replayed and len(fake_server.requests) == 1
 
 
-async def test_offline_cancel_of_a_missing_store_creates_nothing(postgres, admin) -> None:
+@pytest.mark.parametrize("schema", ["agentcore", "never_installed"])
+async def test_offline_cancel_of_a_missing_store_creates_nothing(postgres, admin, schema: str) -> None:
+    """D7: neither the store nor (when absent) the schema is created by a cancel."""
+    if schema == "agentcore":
+        postgres_storage(postgres.dsn, unique("other")).open()[0].close()  # the schema exists, the store not
     before = catalog(admin)
     with pytest.raises(AgentError) as info:
-        await cancel_agent_conversation(database_url=f"{postgres.dsn}?store=nobody-here", conversation_id="x")
+        url = f"{postgres.dsn}?store=nobody-here&schema={schema}"
+        await cancel_agent_conversation(database_url=url, conversation_id="x")
     assert info.value.code == STORE_INVALID and info.value.field == "database_url"
     assert catalog(admin) == before
 
