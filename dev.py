@@ -3,9 +3,10 @@
 
 Only the standard library is used here, because this runs before anything is installed.
 ``studio`` installs the runtime and the ``studio`` extra; ``test`` installs the ``test`` extra
-(which includes ``studio``, ``mcp`` and ``codemode``) and the Debian packages the suite needs
-(Chromium for browser tests, redis-server for scale-mode tests) when they are missing and we
-may use apt (root).
+(which includes ``studio``, ``mcp``, ``codemode`` and ``postgres``) and the Debian packages the
+suite needs (Chromium for browser tests, redis-server for scale-mode tests, PostgreSQL for the
+PostgreSQL store's tests, which start a private server of their own) when they are missing and
+we may use apt (root).
 
 Both commands are idempotent: the virtual environment in ``.venv`` is reused, and packages are
 reinstalled only when ``pyproject.toml`` changed or a command needs an extra that is not
@@ -16,6 +17,7 @@ switching back and forth never reinstalls. A reinstall keeps every extra install
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -32,7 +34,12 @@ VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 STAMP = VENV / ".installed-from"
 EXTRAS = {"studio": ("studio",), "test": ("test",)}  # what each command installs besides the runtime
-APT_PACKAGES = {"chromium": "/usr/bin/chromium", "redis-server": "/usr/bin/redis-server"}
+# Debian package -> a path (or glob) that exists once it is installed
+APT_PACKAGES = {
+    "chromium": "/usr/bin/chromium",
+    "redis-server": "/usr/bin/redis-server",
+    "postgresql": "/usr/lib/postgresql/*/bin/initdb",  # any major version
+}
 
 
 def _run(*cmd: str | os.PathLike[str], env: dict[str, str] | None = None) -> None:
@@ -102,8 +109,12 @@ def ensure_venv(*needed: str) -> None:
     STAMP.write_text(new_stamp)
 
 
+def missing_debian_packages() -> list[str]:
+    return [name for name, pattern in APT_PACKAGES.items() if not glob.glob(pattern)]
+
+
 def ensure_debian_packages() -> None:
-    missing = [name for name, path in APT_PACKAGES.items() if not Path(path).exists()]
+    missing = missing_debian_packages()
     if not missing:
         return
     apt = shutil.which("apt-get")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         define_task_tool,
     )
     from agentcore.harness.backup import export_agent_database, import_agent_database
+    from agentcore.harness.postgres_store import postgres_storage
     from agentcore.harness.storage import AgentStorage, StorageFactory
     from agentcore.host import AgentHost
     from agentcore.inputs import AgentInput, AskResume, ImageInput, PlanResume, ToolApprovalResume
@@ -75,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "export_agent_database": "agentcore.harness.backup",
     "import_agent_database": "agentcore.harness.backup",
     "parse_model_attributes": "agentcore.models.attributes",
+    "postgres_storage": "agentcore.harness.postgres_store",  # needs the postgres extra (psycopg)
     "run_sync": "agentcore.sync",
 }
 
@@ -114,6 +116,7 @@ __all__ = [
     "export_agent_database",
     "import_agent_database",
     "parse_model_attributes",
+    "postgres_storage",
     "run_sync",
 ]
 

@@ -18,6 +18,7 @@ STORE_LOCKED: Final = "store_locked"
 STORE_FENCED: Final = "store_fenced"
 STORE_INVALID: Final = "store_invalid"
 STORE_EXISTS: Final = "store_exists"
+STORE_UNAVAILABLE: Final = "store_unavailable"  # a database server unreachable or the connection lost
 RUN_FAILED: Final = "run_failed"
 TOOL_ERROR: Final = "tool_error"
 BUSY: Final = "busy"

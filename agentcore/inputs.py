@@ -204,6 +204,7 @@ class AgentOptions(BoundaryModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     database_path: str | None = None
+    database_url: str | None = Field(default=None, repr=False)  # may hold a password
     workdir: str | None = None
     system_prompt: str | None = None
     provider: str | None = None

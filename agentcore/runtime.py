@@ -464,7 +464,9 @@ async def create_agent(
         from agentcore.session.options import parse_session_options
 
         session = parse_session_options(parsed.session)
-    factory = resolve_storage_factory(database_path=parsed.database_path, storage=storage)
+    factory = resolve_storage_factory(
+        database_path=parsed.database_path, database_url=parsed.database_url, storage=storage
+    )
     tools = list(extra_tools or [])
     names = [t.name for t in tools]
     if len(set(names)) != len(names):

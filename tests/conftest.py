@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import pytest
 from agentcore import AgentRuntime, create_agent
 from agentcore.testing.fake_server import FakeProviderServer
 from tests.helpers import SleepRecorder
+from tests.pg import PostgresCluster
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "false")
 
@@ -22,6 +23,17 @@ API_KINDS = ("openai-responses", "anthropic-messages", "openai-completions")
 async def fake_server() -> AsyncIterator[FakeProviderServer]:
     async with FakeProviderServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """A private PostgreSQL server for the whole test session, started on first use (~1-2 s) and
+    stopped with ``pg_ctl stop -m immediate``. Tests isolate themselves by store name (or schema)."""
+    cluster = PostgresCluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ def test_an_unknown_extra_is_refused() -> None:
 
 def test_the_runtime_install_is_lean_and_studio_is_an_extra() -> None:
     """The default install is the runtime's four packages; Django & co. come with ``[studio]``,
-    and ``test`` pulls in ``studio`` (plus ``mcp`` and ``codemode``) through the project's own extras."""
+    and ``test`` pulls in ``studio`` (plus ``mcp``, ``codemode``, ``otel`` and ``postgres``) through the project's own extras."""
     import tomllib
 
     project = tomllib.loads(PYPROJECT.decode())["project"]
@@ -80,7 +80,7 @@ def test_the_runtime_install_is_lean_and_studio_is_an_extra() -> None:
     studio = " ".join(project["optional-dependencies"]["studio"])
     assert all(name in studio for name in ("django", "channels", "daphne", "channels-redis"))
     closure = dev._extras_closure({"test"}, project["optional-dependencies"], project["name"])
-    assert closure == {"test", "studio", "mcp", "codemode"}
+    assert closure == {"test", "studio", "mcp", "codemode", "otel", "postgres"}
     assert project["license"] == "MIT", "the SPDX string form; the {text=...} table is deprecated"
 
 
@@ -105,3 +105,15 @@ def test_ensure_venv_runs_pip_only_when_needed(tmp_path: Path) -> None:
         )
     calls = log.read_text().splitlines()
     assert calls == ["-m pip install --quiet --upgrade pip", "-m pip install --quiet -e .[test]"]
+
+
+def test_debian_packages_are_found_by_glob_so_any_postgresql_version_counts(tmp_path: Path, monkeypatch) -> None:
+    """``postgresql`` is installed when any ``/usr/lib/postgresql/<major>/bin/initdb`` exists."""
+    (tmp_path / "15" / "bin").mkdir(parents=True)
+    (tmp_path / "15" / "bin" / "initdb").write_text("")
+    monkeypatch.setattr(
+        dev, "APT_PACKAGES", {"postgresql": f"{tmp_path}/*/bin/initdb", "redis-server": f"{tmp_path}/redis-server"}
+    )
+    assert dev.missing_debian_packages() == ["redis-server"]
+    (tmp_path / "15" / "bin" / "initdb").unlink()
+    assert dev.missing_debian_packages() == ["postgresql", "redis-server"]

@@ -3,7 +3,12 @@
 Re-exports only. ``storage`` is the contract every backend meets; ``sqlite_store`` and
 ``memory_store`` are the built-in backends; ``store_check`` is what makes a file a valid store;
 ``backup`` copies stores; ``lease`` is the owner lock; ``storage_option`` turns
-``database_path=`` / ``storage=`` into an open store.
+``database_path=`` / ``database_url=`` / ``storage=`` into an open store.
+
+The PostgreSQL backend (``postgres_store``, with its layout in ``postgres_schema``, option
+parsing and connections in ``postgres_target``, and SQLite export / import in
+``postgres_backup``) is not re-exported here: it needs the optional psycopg driver and is
+loaded only when a ``database_url`` or ``agentcore.postgres_storage`` is used.
 """
 
 from agentcore.harness.backup import export_agent_database, import_agent_database

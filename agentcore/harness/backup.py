@@ -1,4 +1,8 @@
-"""Export and import of a SQLite agent store (SPEC D6).
+"""Export and import of an agent store (SPEC D6).
+
+SQLite to SQLite is described below. With ``database_url=`` instead of ``database_path=`` the
+store on the PostgreSQL side is exported to, or imported from, a SQLite file with the same
+guarantees (``postgres_backup``; psycopg is loaded only then).
 
 Both directions are one operation, "copy a store to a path that does not exist yet":
 
@@ -30,9 +34,11 @@ import os
 import sqlite3
 import uuid
 from pathlib import Path
+from typing import overload
 
-from agentcore.errors import STORE_EXISTS, STORE_INVALID, StoreError
+from agentcore.errors import STORE_EXISTS, STORE_INVALID, InputValidationError, StoreError
 from agentcore.harness.lease import StoreFileLock
+from agentcore.harness.postgres_target import PostgresTarget
 from agentcore.harness.sqlite_schema import (
     check_path_length,
     check_supported,
@@ -44,33 +50,73 @@ from agentcore.harness.sqlite_schema import (
 from agentcore.harness.store_check import check_store, classify_store_file, readonly_connection, sqlite_error
 
 
-def export_agent_database(*, database_path: str | os.PathLike[str], destination: str | os.PathLike[str]) -> Path:
-    """Copy the store at ``database_path`` to ``destination`` (which must not exist); return it."""
+def export_agent_database(
+    *,
+    database_path: str | os.PathLike[str] | None = None,
+    destination: str | os.PathLike[str],
+    database_url: str | None = None,
+) -> Path:
+    """Copy the store at ``database_path`` (a SQLite file) or ``database_url`` (a PostgreSQL
+    store) to a new SQLite file at ``destination`` (which must not exist); return it."""
+    if _one_source(database_path, database_url) == "database_url":
+        from agentcore.harness.postgres_backup import export_postgres_store
+
+        return export_postgres_store(_postgres_target(database_url), destination)
+    assert database_path is not None
     return _copy_store(Path(database_path), Path(destination), validate=False)
 
 
-def import_agent_database(*, source: str | os.PathLike[str], database_path: str | os.PathLike[str]) -> Path:
-    """Install a checked copy of the exported store ``source`` at ``database_path`` (which must
-    not exist); a source that opening would refuse is refused here, and nothing is created."""
+@overload
+def import_agent_database(*, source: str | os.PathLike[str], database_path: str | os.PathLike[str]) -> Path: ...
+@overload
+def import_agent_database(*, source: str | os.PathLike[str], database_url: str) -> str: ...
+def import_agent_database(
+    *,
+    source: str | os.PathLike[str],
+    database_path: str | os.PathLike[str] | None = None,
+    database_url: str | None = None,
+) -> Path | str:
+    """Install a checked copy of the exported SQLite store ``source`` at ``database_path`` (a
+    file that must not exist; returns its path) or as the PostgreSQL store ``database_url`` names
+    (a store name not yet used; returns its label). A source that opening would refuse is
+    refused here, and nothing is created."""
+    if _one_source(database_path, database_url) == "database_url":
+        from agentcore.harness.postgres_backup import import_postgres_store
+
+        return import_postgres_store(source, _postgres_target(database_url))
+    assert database_path is not None
     return _copy_store(Path(source), Path(database_path), validate=True)
+
+
+def _one_source(database_path: object, database_url: object) -> str:
+    if (database_path is None) == (database_url is None):
+        raise InputValidationError("pass exactly one of database_path and database_url", field="database_url")
+    return "database_url" if database_url is not None else "database_path"
+
+
+def _postgres_target(database_url: object) -> PostgresTarget:
+    from agentcore.harness.postgres_target import require_driver, target_from_url
+
+    require_driver("database_url")
+    return target_from_url(database_url, option="database_url")
 
 
 def _copy_store(source: Path, target: Path, *, validate: bool) -> Path:
     if _same_file(source, target):
-        raise _exists(target)
+        raise exists_error(target)
     check_path_length(target)
     real_source = Path(os.path.realpath(source))
     with contextlib.ExitStack() as stack:
         try:
             source_lock = StoreFileLock.acquire(real_source)
         except FileNotFoundError:
-            raise _no_store(source) from None
+            raise no_store_error(source) from None
         stack.callback(source_lock.release)
         if classify_store_file(source_lock.fd, real_source, source) != "agent":
-            raise _no_store(source)
+            raise no_store_error(source)
         if target.exists() or target.is_symlink():
-            raise _exists(target)
-        created = _make_parents(target.parent)
+            raise exists_error(target)
+        created = make_parents(target.parent)
         tmp = target.parent / f".agentcore-{uuid.uuid4().hex[:12]}.copy"
         linked = False
         try:
@@ -86,7 +132,7 @@ def _copy_store(source: Path, target: Path, *, validate: bool) -> Path:
             try:
                 link_new_file(tmp, target)
             except FileExistsError:
-                raise _exists(target) from None
+                raise exists_error(target) from None
             linked = True
             fsync_dir(target.parent)
         finally:
@@ -112,7 +158,7 @@ def _backup(source: Path, where: Path, tmp: Path) -> None:
     fsync_file(tmp)
 
 
-def _make_parents(directory: Path) -> list[Path]:
+def make_parents(directory: Path) -> list[Path]:
     """``mkdir -p``, returning the directories it created (outermost first)."""
     missing: list[Path] = []
     current = directory
@@ -142,11 +188,11 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _no_store(source: Path) -> StoreError:
+def no_store_error(source: Path) -> StoreError:
     return StoreError(STORE_INVALID, f"{source}: no agent store at this path", details={"path": str(source)})
 
 
-def _exists(target: Path) -> StoreError:
+def exists_error(target: Path) -> StoreError:
     return StoreError(
         STORE_EXISTS,
         f"{target}: the destination already exists and is never overwritten",

@@ -1,9 +1,12 @@
-"""From the ``database_path=`` / ``storage=`` options to an open store (SPEC D8).
+"""From the ``database_path=`` / ``database_url=`` / ``storage=`` options to an open store (SPEC D8).
 
-Rules: ``database_path`` → ``SqliteStorageFactory`` (deep directories are created); ``storage``
-→ the user's factory ``{label, open() -> (storage, release)}``; neither → a new
-``MemoryStorageFactory``; both → ``InputValidationError`` naming both. A runtime keeps the
-resolved factory for its whole life, so memory mode survives its own close/reopen (D9).
+Rules: ``database_path`` → ``SqliteStorageFactory`` (deep directories are created);
+``database_url`` → ``PostgresStorageFactory`` for the store the URL names
+(``postgresql://user@host/db?store=name``; psycopg is loaded only then); ``storage`` → the
+user's factory ``{label, open() -> (storage, release)}``; none → a new ``MemoryStorageFactory``;
+two of them → ``InputValidationError`` naming both. Only the options' shape is checked here:
+nothing connects or opens. A runtime keeps the resolved factory for its whole life, so memory
+mode survives its own close/reopen (D9).
 """
 
 from __future__ import annotations
@@ -20,13 +23,24 @@ from agentcore.harness.storage import AgentStorage, StorageFactory
 
 
 def resolve_storage_factory(
-    *, database_path: str | os.PathLike[str] | None = None, storage: StorageFactory | None = None
+    *,
+    database_path: str | os.PathLike[str] | None = None,
+    storage: StorageFactory | None = None,
+    database_url: str | None = None,
 ) -> StorageFactory:
     """The factory the options describe; validates their shape, opens nothing."""
-    if database_path is not None and storage is not None:
+    given = [name for name, value in _options(database_path, database_url, storage) if value is not None]
+    if len(given) > 1:
         raise InputValidationError(
-            "database_path and storage cannot be used together: pass one of them", field="storage"
+            f"{' and '.join(given)} cannot be used together: pass one of them", field=given[-1]
         )
+    if database_url is not None:
+        from agentcore.harness.postgres_target import require_driver
+
+        require_driver("database_url")
+        from agentcore.harness.postgres_store import PostgresStorageFactory
+
+        return PostgresStorageFactory.from_url(database_url, option="database_url")
     if storage is not None:
         if not isinstance(getattr(storage, "label", None), str) or not callable(getattr(storage, "open", None)):
             raise InputValidationError(
@@ -49,13 +63,22 @@ def resolve_storage_factory(
 
 
 def open_storage(
-    *, database_path: str | os.PathLike[str] | None = None, storage: StorageFactory | None = None
+    *,
+    database_path: str | os.PathLike[str] | None = None,
+    storage: StorageFactory | None = None,
+    database_url: str | None = None,
 ) -> tuple[AgentStorage, Callable[[], None]]:
     """Resolve the options and take the exclusive owner; return ``(storage, release)``.
 
     ``release`` is to be called after ``storage.close()``; it is idempotent.
     """
-    return open_from_factory(resolve_storage_factory(database_path=database_path, storage=storage))
+    return open_from_factory(
+        resolve_storage_factory(database_path=database_path, storage=storage, database_url=database_url)
+    )
+
+
+def _options(database_path: object, database_url: object, storage: object) -> list[tuple[str, object]]:
+    return [("database_path", database_path), ("database_url", database_url), ("storage", storage)]
 
 
 def open_from_factory(factory: StorageFactory) -> tuple[AgentStorage, Callable[[], None]]:

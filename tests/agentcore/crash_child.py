@@ -1,4 +1,5 @@
-"""Child process for the crash tests: runs one agent input against a file store.
+"""Child process for the crash tests: runs one agent input against a file store (``--db`` may also
+be a ``postgresql://`` URL naming a PostgreSQL store).
 
 Prints every event as one JSON line (flushed), so the parent can synchronise on what the
 runtime has committed and shown. Not collected by pytest (no ``test_`` prefix).
@@ -78,7 +79,7 @@ async def main() -> None:
         base_url=args.base_url,
         api_key="k",
         api_kind=args.api_kind,
-        database_path=args.db,
+        **({"database_url": args.db} if args.db.startswith("postgresql://") else {"database_path": args.db}),
         workdir=str(workdir),
         extra_tools=[probe_tool(workdir), stall_tool()],
         sleep=_no_sleep,

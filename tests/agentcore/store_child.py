@@ -4,6 +4,8 @@
     python store_child.py commits <db>  open, print "ready <pid>", then commit forever, printing
                                         "<seq>" after each commit has returned
 
+``<db>`` may also be a ``postgresql://`` URL naming a PostgreSQL store.
+
 If the store cannot be opened the child prints "error <code> <message>" and exits with status 3.
 
 Each loop commit writes one entry whose parent is the previous head, one usage row for it and
@@ -20,12 +22,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agentcore.errors import StoreError
-from agentcore.harness import Commit, Entry, RegisterWrite, SqliteStorageFactory, UsageRow
+from agentcore.harness import Commit, Entry, RegisterWrite, SqliteStorageFactory, StorageFactory, UsageRow
+
+
+def open_factory(path: str) -> StorageFactory:
+    if path.startswith("postgresql://"):
+        from agentcore.harness.postgres_store import PostgresStorageFactory
+
+        return PostgresStorageFactory.from_url(path)
+    return SqliteStorageFactory(path)
 
 
 def main(mode: str, path: str) -> None:
     try:
-        storage, _release = SqliteStorageFactory(path).open()
+        storage, _release = open_factory(path).open()
     except StoreError as exc:
         print(f"error {exc.code} {exc.message}", flush=True)
         sys.exit(3)

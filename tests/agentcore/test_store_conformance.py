@@ -1,12 +1,14 @@
 """One conformance suite every storage backend passes (SPEC D8; DURABILITY invariants 1-3, 15, 18).
 
-Backends: memory, SQLite, and a user-style ``storage=`` factory that wraps SQLite in a recording
-decorator (what a third party would write: no inheritance, just the protocol).
+Backends: memory, SQLite, PostgreSQL (a fresh store in the session's private cluster, reached
+through ``database_url``), and a user-style ``storage=`` factory that wraps SQLite in a
+recording decorator (what a third party would write: no inheritance, just the protocol).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -91,13 +93,16 @@ class Backend:
         inner._lease.release()
 
 
-@pytest.fixture(params=["memory", "sqlite", "custom"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "custom"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     factory: StorageFactory
     if request.param == "memory":
         factory = MemoryStorageFactory()
     elif request.param == "sqlite":
         factory = SqliteStorageFactory(tmp_path / "store.sqlite")
+    elif request.param == "postgres":
+        cluster = request.getfixturevalue("postgres")
+        factory = resolve_storage_factory(database_url=f"{cluster.dsn}?store=conformance-{uuid.uuid4().hex}")
     else:
         factory = RecordingFactory(tmp_path / "custom.sqlite")
     b = Backend(factory)
