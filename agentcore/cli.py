@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import uuid
@@ -29,6 +30,7 @@ from agentcore.host import AgentHost
 from agentcore.inputs import AgentInput, AskResume
 from agentcore.runtime import AgentRuntime, create_agent
 
+DATABASE_URL_ENV = "AGENTCORE_DATABASE_URL"
 EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "aborted": 130}
 
 
@@ -56,7 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--effort", help="off|minimal|low|medium|high|xhigh|max|ultra, or '' to let the model decide")
     run.add_argument("--model-attributes", help="JSON object of model attributes (validated strictly)")
     run.add_argument("--web-search", type=_web_search, default=None, help='"" (auto), true or false')
-    run.add_argument("--database", help="SQLite store file: makes the run durable and resumable")
+    store = run.add_mutually_exclusive_group()
+    store.add_argument("--database", help="SQLite store file: makes the run durable and resumable")
+    store.add_argument(
+        "--database-url",
+        help=f"PostgreSQL store instead (postgresql://user@host/db?store=NAME); {DATABASE_URL_ENV} "
+        "sets it without putting a password on the command line",
+    )
     run.add_argument("--workdir")
     run.add_argument("--permission-policy", choices=["read-only", "workspace", "auto"])
     run.add_argument("--plan", action="store_true", help="plan mode: investigate and propose a plan")
@@ -89,6 +97,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         options["web_search"] = args.web_search
     if args.database:
         options["database_path"] = args.database
+    elif url := _database_url(args):
+        options["database_url"] = url
     if args.permission_policy:
         options["permission_policy"] = args.permission_policy
     return options
@@ -156,11 +166,22 @@ def _brief(arguments: dict[str, Any] | None) -> str:
     return f"{key}={str(arguments[key])[:60]!r}"
 
 
-def _check_answerable(args: argparse.Namespace) -> None:
+def _database_url(args: argparse.Namespace) -> str | None:
+    return args.database_url or os.environ.get(DATABASE_URL_ENV) or None
+
+
+def _check_answerable(args: argparse.Namespace, options: dict[str, Any]) -> None:
     """``--answer`` resumes a paused request in an existing store: refuse before opening anything
-    (opening a missing ``--database`` would create an empty store)."""
+    (opening a missing ``--database`` would create an empty store; a PostgreSQL store is opened
+    without creating one, so a missing store is refused too)."""
     if not args.request_id:
         raise InputValidationError("--answer needs the --request-id of the paused request", field="request_id")
+    if "database_url" in options:
+        from agentcore.harness.postgres_store import PostgresStorageFactory  # psycopg only when used
+
+        url = options.pop("database_url")
+        options["storage"] = PostgresStorageFactory.from_url(url, option="database_url", create=False)
+        return
     if not args.database or not Path(args.database).exists():
         where = f"--database {args.database!r} does not exist" if args.database else "no --database was given"
         raise InputValidationError(f"no paused request {args.request_id}: {where}", field="request_id")
@@ -172,7 +193,8 @@ def _input(args: argparse.Namespace, answers: dict[str, list[str] | str] | None,
     if answers is None:
         return AgentInput(prompt=args.prompt, request_id=args.request_id, agent="plan" if args.plan else None)
     if runtime.pending_request_id != args.request_id:
-        raise InputValidationError(f"no paused request {args.request_id} in {args.database}", field="request_id")
+        where = args.database or "the --database-url store"
+        raise InputValidationError(f"no paused request {args.request_id} in {where}", field="request_id")
     return AgentInput(request_id=args.request_id, ask_resume=AskResume(answers=answers))
 
 
@@ -187,7 +209,7 @@ async def run_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     options = _options(args)
     answers = _answers(args.answer) if args.answer else None
     if answers is not None:
-        _check_answerable(args)
+        _check_answerable(args, options)
     if args.follow_up:
         if answers is not None:
             raise InputValidationError("--follow-up cannot be combined with --answer", field="follow_up")

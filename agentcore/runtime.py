@@ -259,7 +259,7 @@ class AgentRuntime:
         """What the snapshot's ``records`` show: the store and the model, never credentials."""
         storage = self._storage
         label = getattr(storage, "label", "") if storage is not None else ""
-        kind = "memory" if label.startswith("memory") else "sqlite" if label.endswith((".sqlite", ".db")) else "custom"
+        kind = getattr(storage, "kind", "custom")  # the built-in backends name themselves
         records: dict[str, Any] = {
             "storage": {"label": label, "kind": kind, "owner_id": self.owner_id},
             "environment": {

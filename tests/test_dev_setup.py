@@ -71,7 +71,8 @@ def test_an_unknown_extra_is_refused() -> None:
 
 def test_the_runtime_install_is_lean_and_studio_is_an_extra() -> None:
     """The default install is the runtime's four packages; Django & co. come with ``[studio]``,
-    and ``test`` pulls in ``studio`` (plus ``mcp``, ``codemode``, ``otel`` and ``postgres``) through the project's own extras."""
+    and ``test`` pulls in ``studio`` (plus ``mcp``, ``codemode``, ``otel`` and ``postgres``)
+    through the project's own extras."""
     import tomllib
 
     project = tomllib.loads(PYPROJECT.decode())["project"]

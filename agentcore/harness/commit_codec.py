@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentcore.errors import STORE_INVALID, StoreError
-from agentcore.harness.storage import Commit
+from agentcore.harness.storage import Commit, Entry, RegisterWrite
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -41,29 +41,63 @@ def encode_json(value: Any, where: str) -> str:
             STORE_INVALID, f"{where} is not a JSON object (got {type(value).__name__})", details={"where": where}
         )
     try:
-        return _encoder.encode(value)
+        text = _encoder.encode(value)
     except (TypeError, ValueError) as exc:
         raise StoreError(STORE_INVALID, f"{where} is not JSON-serializable: {exc}", details={"where": where}) from None
+    return utf8_text(text, where)
+
+
+def utf8_text(text: str, where: str) -> str:
+    """``text`` if it can be stored as UTF-8, else ``store_invalid`` naming ``where``.
+
+    A lone surrogate (``"\\ud83d"``) is a valid Python string but not valid UTF-8: SQLite's
+    driver would fail with a raw ``UnicodeEncodeError`` mid-transaction and PostgreSQL refuses
+    it, while a memory store would keep it. Checking here makes every backend refuse it the
+    same way, before the transaction begins. (The runtime sanitises model and tool text at
+    its boundaries, so this only catches a caller's or an extension's own payloads.)
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise StoreError(
+            STORE_INVALID,
+            f"{where} holds text that is not valid UTF-8 (a lone surrogate at character {exc.start})",
+            details={"where": where},
+        ) from None
+    return text
+
+
+def _checked(where: str, *texts: str | None) -> str:
+    for text in texts:
+        if text is not None:
+            utf8_text(text, where)
+    return where
+
+
+def _entry_row(e: Entry) -> EntryRow:
+    where = _checked(f"entry {e.id!r}", e.id, e.conversation_id, e.parent_id, e.kind)
+    return (e.id, e.conversation_id, e.parent_id, e.kind, encode_json(e.payload, where))
+
+
+def _register_row(r: RegisterWrite) -> RegisterRow:
+    where = _checked(f"register {r.key!r}", r.key)
+    return (r.key, None if r.value is None else encode_json(r.value, where), r.expected_seq)
+
+
+def _keyed_row(kind: str, key: str, conversation_id: str, payload: Any) -> KeyedRow:
+    where = _checked(f"{kind} {key!r}", key, conversation_id)
+    return (key, conversation_id, encode_json(payload, where))
 
 
 def encode_commit(commit: Commit) -> EncodedCommit:
     return EncodedCommit(
-        entries=[
-            (e.id, e.conversation_id, e.parent_id, e.kind, encode_json(e.payload, f"entry {e.id!r}"))
-            for e in commit.entries
-        ],
-        registers=[
-            (r.key, None if r.value is None else encode_json(r.value, f"register {r.key!r}"), r.expected_seq)
-            for r in commit.registers
-        ],
-        usage=[
-            (u.record_id, u.conversation_id, encode_json(u.payload, f"usage {u.record_id!r}")) for u in commit.usage
-        ],
-        receipts=[
-            (r.request_id, r.conversation_id, encode_json(r.payload, f"receipt {r.request_id!r}"))
-            for r in commit.receipts
-        ],
-        tasks=[(t.task_id, t.conversation_id, encode_json(t.payload, f"task {t.task_id!r}")) for t in commit.tasks],
+        entries=[_entry_row(e) for e in commit.entries],
+        registers=[_register_row(r) for r in commit.registers],
+        usage=[_keyed_row("usage", u.record_id, u.conversation_id, u.payload) for u in commit.usage],
+        receipts=[_keyed_row("receipt", r.request_id, r.conversation_id, r.payload) for r in commit.receipts],
+        tasks=[_keyed_row("task", t.task_id, t.conversation_id, t.payload) for t in commit.tasks],
     )
 
 

@@ -21,6 +21,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from agentcore.errors import STORE_FENCED, STORE_LOCKED, StoreError
 from agentcore.harness.commit_codec import (
@@ -70,6 +71,8 @@ class _MemoryLease:
 
 class MemoryStorage:
     """An open, exclusively owned memory store. Obtain with ``MemoryStorageFactory.open()``."""
+
+    kind: ClassVar[str] = "memory"
 
     def __init__(self, label: str, data: _MemoryData) -> None:
         self.label = label

@@ -10,8 +10,9 @@ Same contract as ``SqliteStorage`` (SPEC D1, D4, D8; DURABILITY invariants 1-3, 
 - Every ``commit`` is one call of ``apply_commit`` on an autocommit connection: one statement,
   so one transaction and one round trip, all of it or none of it, with one new ``seq`` strictly
   above every earlier one. A fence mismatch, a failed compare-and-swap, a duplicate entry id
-  roll the whole statement back; a payload that is not a JSON object, or text PostgreSQL cannot
-  hold (NUL, a lone surrogate), is refused before anything is sent. Same error codes as SQLite.
+  roll the whole statement back; a payload that is not a JSON object, text that is not valid
+  UTF-8 (a lone surrogate, refused alike by every backend) or a NUL character (which
+  PostgreSQL text cannot hold) is refused before anything is sent. Same error codes as SQLite.
 - One owner: the **owner lease** is a session-level advisory lock ``(namespace, store_id)``
   held by the owner's own connection, so the server releases it the moment that session ends
   — at once when the owner process dies (its socket closes), within ``lease_timeout`` when its
@@ -39,7 +40,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 from psycopg import sql
@@ -151,6 +152,8 @@ class PostgresStorage:
 
     Thread-safe (one internal mutex); like SQLite it is called from the event loop thread.
     """
+
+    kind: ClassVar[str] = "postgresql"
 
     def __init__(
         self,
@@ -328,16 +331,17 @@ class PostgresStorageFactory:
     """``storage=`` factory for one store in a PostgreSQL database (what ``database_url=``
     resolves to). ``open()`` returns ``(storage, release)``; ``release`` is ``storage.close``."""
 
-    def __init__(self, target: PostgresTarget) -> None:
+    def __init__(self, target: PostgresTarget, *, create: bool = True) -> None:
         self.target = target
         self.label = target.label
+        self.create = create  # False: a missing store is ``store_invalid`` (resuming, never starting)
 
     @classmethod
-    def from_url(cls, url: object, *, option: str = "database_url") -> PostgresStorageFactory:
-        return cls(target_from_url(url, option=option))
+    def from_url(cls, url: object, *, option: str = "database_url", create: bool = True) -> PostgresStorageFactory:
+        return cls(target_from_url(url, option=option), create=create)
 
     def open(self) -> tuple[PostgresStorage, Callable[[], None]]:
-        storage = PostgresStorage.open(self.target)
+        storage = PostgresStorage.open(self.target, create=self.create)
         return storage, storage.close
 
 
@@ -517,7 +521,8 @@ def _columns(rows: list[Any], width: int) -> list[list[Any] | None]:
 
 
 def _unstorable_text(rows: EncodedCommit) -> StoreError:
-    """Name the first value PostgreSQL text cannot hold (NUL, a lone surrogate)."""
+    """Name the first value with a NUL character, which PostgreSQL text cannot hold (the codec
+    already refused text that is not valid UTF-8, alike for every backend)."""
     named: list[tuple[str, Iterable[str | None]]] = []
     named += [(f"entry {r[0]!r}", r) for r in rows.entries]
     named += [(f"register {r[0]!r}", r[:2]) for r in rows.registers]
@@ -525,23 +530,13 @@ def _unstorable_text(rows: EncodedCommit) -> StoreError:
     named += [(f"receipt {r[0]!r}", r) for r in rows.receipts]
     named += [(f"task {r[0]!r}", r) for r in rows.tasks]
     for where, values in named:
-        for value in values:
-            if isinstance(value, str) and ("\x00" in value or not _encodable(value)):
-                what = "a NUL character" if "\x00" in value else "a lone surrogate"
-                return StoreError(
-                    STORE_INVALID,
-                    f"{where} contains {what}, which PostgreSQL text cannot store",
-                    details={"where": where},
-                )
+        if any(isinstance(value, str) and "\x00" in value for value in values):
+            return StoreError(
+                STORE_INVALID,
+                f"{where} contains a NUL character, which PostgreSQL text cannot store",
+                details={"where": where},
+            )
     return StoreError(STORE_INVALID, "the commit holds text PostgreSQL cannot store")
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _detail(exc: psycopg.Error) -> dict[str, Any]:

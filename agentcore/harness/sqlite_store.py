@@ -31,7 +31,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from agentcore.errors import STORE_FENCED, STORE_INVALID, StoreError
 from agentcore.harness.commit_codec import EncodedCommit, cas_mismatch, closed_store, duplicate_entry, encode_commit
@@ -73,6 +73,8 @@ class SqliteStorage:
     Thread-safe (one internal mutex); intended to be called from the event loop thread, since a
     commit costs less than a hop to a worker thread.
     """
+
+    kind: ClassVar[str] = "sqlite"
 
     def __init__(
         self,

@@ -6,8 +6,10 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from agentcore.demo import demo_responder
@@ -16,8 +18,10 @@ from agentcore.testing.fake_server import FakeProviderServer
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_cli(*args: str, cwd: Path, unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), AGENTCORE_DEMO_DELAY_MS="0")
+def run_cli(
+    *args: str, cwd: Path, unset: tuple[str, ...] = (), env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), AGENTCORE_DEMO_DELAY_MS="0", **(env_extra or {}))
     for name in unset:
         env.pop(name, None)
     return subprocess.run(
@@ -134,6 +138,34 @@ def test_answers_for_an_unknown_request_name_it(workspace: Path, tmp_path: Path)
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert "Based on your answers" in resumed.stdout and "Small" in resumed.stdout
+
+
+def test_a_postgres_store_pauses_resumes_and_is_never_created_by_an_answer(workspace: Path, postgres) -> None:
+    """R5/D8: ``--database-url`` (here from ``AGENTCORE_DATABASE_URL``, so no password on the
+    command line) makes the run durable in PostgreSQL: a plan pauses, answers resume it; answers
+    for a store that does not exist are refused and create neither the store nor its row."""
+    store = f"{postgres.dsn}?store=cli-{uuid.uuid4().hex[:8]}"
+    env = {"AGENTCORE_DATABASE_URL": store}
+    paused = run_cli(
+        "--prompt", "plan a todo app, ask me questions first", "--plan", "--request-id", "p1",
+        cwd=workspace, env_extra=env,
+    )  # fmt: skip
+    assert paused.returncode == 3, paused.stderr
+    resumed = run_cli(
+        "--request-id", "p1", "--answer", "scope=Small", "--answer", "extras=Tests,Docs", cwd=workspace, env_extra=env
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Based on your answers" in resumed.stdout
+
+    missing = f"{postgres.dsn}?store=cli-missing-{uuid.uuid4().hex[:8]}"
+    refused = run_cli("--database-url", missing, "--request-id", "p1", "--answer", "scope=Small", cwd=workspace)
+    assert refused.returncode != 0 and "store_invalid" in refused.stderr, refused.stderr
+    with psycopg.connect(postgres.dsn) as conn:
+        names = [row[0] for row in conn.execute("SELECT name FROM agentcore.stores").fetchall()]
+    assert store.rsplit("=", 1)[1] in names and missing.rsplit("=", 1)[1] not in names
+
+    both = run_cli("--prompt", "x", "--database", "a.sqlite", "--database-url", store, cwd=workspace)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
 def test_demo_counts_one_entry_in_the_singular(tmp_path: Path) -> None:

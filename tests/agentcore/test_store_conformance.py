@@ -223,6 +223,32 @@ def test_non_json_payload_is_refused_before_anything_is_written(backend: Backend
     assert content(store.load()) == content(before)
 
 
+def test_text_that_is_not_utf8_is_refused_alike_by_every_backend(backend: Backend) -> None:
+    """A lone surrogate in a payload or an id: ``store_invalid`` naming the row on every backend
+    (SQLite's driver used to fail raw mid-transaction, memory kept it), and nothing is written."""
+    store = backend.open()
+    store.commit(Commit(entries=[entry("a")]))
+    before = store.load()
+    for commit in (
+        Commit(entries=[entry("b"), Entry("c", "main", None, "message", {"text": "half \ud83d emoji"})]),
+        Commit(entries=[entry("b\udcff")]),
+        Commit(entries=[entry("b", conversation="main\ud800")]),
+        Commit(registers=[RegisterWrite("pc\udfff", {"ok": 1})]),
+        Commit(registers=[RegisterWrite("pc", {"note\ud83d": 1})]),
+        Commit(receipts=[Receipt("r", "main", {"text": "\udc80"})]),
+        Commit(usage=[UsageRow("u\ud83d", "main", {"input": 1})]),
+        Commit(tasks=[TaskRow("t", "main", {"input": ["\ud83d"]})]),
+    ):
+        with pytest.raises(StoreError) as info:
+            store.commit(commit)
+        assert info.value.code == STORE_INVALID and "not valid UTF-8" in info.value.message, info.value.message
+    assert content(store.load()) == content(before)
+    store = backend.reopen(store)
+    assert content(store.load()) == content(before)
+    store.commit(Commit(entries=[entry("d", text="emoji \U0001f600 and ÿ are fine")]))
+    assert store.load().entries[-1].payload == {"text": "emoji \U0001f600 and ÿ are fine"}
+
+
 def test_a_payload_that_is_not_a_json_object_is_refused_before_anything_is_written(backend: Backend) -> None:
     """Payloads are objects; SQLite stores holding anything else are refused at open, so a
     commit must never write one (a list or a string would be refused by the next open)."""

@@ -143,6 +143,16 @@ async def test_a_run_on_database_url_resumes_in_a_new_runtime(make_agent, fake_s
     assert len(fake_server.requests) == 1
 
 
+async def test_records_name_each_backend_by_kind_not_by_its_label(make_agent, store_url, tmp_path: Path) -> None:
+    """The snapshot's ``records.storage.kind`` comes from the backend itself: a PostgreSQL store
+    is ``postgresql`` and a SQLite file is ``sqlite`` whatever its name ends with."""
+    on_postgres = await make_agent(database_url=store_url)
+    on_sqlite = await make_agent(database_path=str(tmp_path / "agent.data"))
+    in_memory = await make_agent()
+    kinds = [agent.records()["storage"]["kind"] for agent in (on_postgres, on_sqlite, in_memory)]
+    assert kinds == ["postgresql", "sqlite", "memory"]
+
+
 @pytest.mark.parametrize(
     "url",
     [
@@ -279,7 +289,7 @@ def test_text_postgres_cannot_hold_is_store_invalid_and_changes_nothing(store_ur
     with pytest.raises(StoreError) as info:
         store.commit(mixed)
     assert info.value.code == STORE_INVALID
-    assert "cannot store" in info.value.message
+    assert "cannot store" in info.value.message or "not valid UTF-8" in info.value.message
     assert content(store.load()) == content(before)
     assert store.commit(Commit(entries=[Entry("after", "main", None, "message", {})])) == before.last_seq + 1
     store.close()
