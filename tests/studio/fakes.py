@@ -65,7 +65,7 @@ class Gate:
 
 def responder(request: RecordedRequest) -> list[Step]:
     body = request.json
-    user, calls, outputs = _conversation(body)
+    user, calls, _outputs = _conversation(body)
     if FAIL in user:
         return [HttpError(400, "the request was refused by the provider (scripted failure)")]
     if HOLD in user and "gate" in _tool_names(body):
