@@ -151,11 +151,13 @@ class RuntimeFactory(Protocol):
     def __call__(self, config: SessionConfig) -> Awaitable[Any]: ...
 
 
-async def agentcore_runtime_factory(config: SessionConfig) -> Any:
-    """Open the real agentcore runtime for a store, with the session protocol on."""
+async def agentcore_runtime_factory(config: SessionConfig, **extra: Any) -> Any:
+    """Open the real agentcore runtime for a store, with the session protocol on.
+
+    ``extra`` goes to ``create_agent`` as well (a test's factory adds a tool this way)."""
     from agentcore import create_agent
 
-    options: dict[str, Any] = dict(config.model_options)
+    options: dict[str, Any] = {**config.model_options, **extra}
     if config.models:
         options["models"] = dict(config.models)
     return await create_agent(
@@ -1173,7 +1175,9 @@ class ChannelHostClient:
         return self._layer
 
     async def call(self, op: str, session_id: str, **args: Any) -> Any:
-        root_id = await database_sync_to_async(selectors.root_of)(str(session_id))
+        # Every view of a store goes to the shard of its main session (the store's owner); a
+        # ping names a main session and needs no database.
+        root_id = str(session_id) if op == "ping" else await database_sync_to_async(selectors.root_of)(str(session_id))
         reply_to = await self.layer.new_channel()
         await self.layer.send(
             shard_channel(root_id, self.shards),

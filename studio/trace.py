@@ -126,6 +126,7 @@ class TaskTree:
     history_more: int  # history roots not on this page
     history_total: int  # finished tasks in the whole session (the snapshot lists the newest)
     running: int
+    finished: int = 0  # finished tasks of this view in the snapshot
 
     @property
     def empty(self) -> bool:
@@ -198,6 +199,7 @@ def task_tree(
         history_more=max(0, len(done_roots) - start - len(shown)),
         history_total=int(snapshot.get("history_total") or 0),
         running=sum(1 for n in nodes.values() if n.active),
+        finished=sum(1 for n in nodes.values() if not n.active),
     )
 
 
@@ -213,8 +215,8 @@ def _parent(
         if started_by and str(started_by) in nodes:
             return nodes[str(started_by)]
     target = int(task.get("target_id") or 0)
-    if node.kind in ("tool", "task", "compaction") and target != view_target:
-        return subagents.get(target)
+    if node.kind in ("tool", "task", "compaction"):
+        return subagents.get(target)  # a subagent's own work goes under it (in its own view too)
     return None
 
 

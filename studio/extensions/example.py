@@ -8,6 +8,8 @@ the tool call returns the task id at once and the task lives on in the store.
 - ``example.timer`` — the seed's durable timer: its checkpoint holds the absolute ``wake_at``
   (what the Trace shows as a time and a countdown); the ``wait`` phase sleeps until then and
   completes. A crash or a restart of Studio resumes it and it fires at the same wall time.
+  Its ``abort`` takes ``cleanup_seconds`` (default 1) to wind down, like a task that must
+  release something first, so the Trace's ``stopping`` state is visible before it ends.
 - ``example.pair`` — two levels: ``spawn`` creates two timers in one commit and waits for both
   (``all_settled``); ``collect`` then completes with their results. Cancelling it cancels the
   two children first (each runs its own ``abort``), then the parent.
@@ -15,6 +17,7 @@ the tool call returns the task id at once and the task lives on in the store.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -22,6 +25,7 @@ from agentcore import define_agent_doc, define_agent_extension, define_agent_tas
 
 MAX_SECONDS = 24 * 3600
 DEFAULT_SECONDS = 10
+DEFAULT_CLEANUP_SECONDS = 1
 
 
 def _now_ms() -> int:
@@ -40,7 +44,14 @@ def _timer_initial(task_input: Any) -> dict[str, Any]:
     data = task_input if isinstance(task_input, dict) else {}
     seconds = _seconds(data.get("seconds"))
     label = str(data.get("label") or f"{seconds} s timer")
-    return {"phase": "wait", "seconds": seconds, "label": label, "wake_at": _now_ms() + seconds * 1000}
+    cleanup = int(data.get("cleanup_seconds", DEFAULT_CLEANUP_SECONDS))
+    return {
+        "phase": "wait",
+        "seconds": seconds,
+        "label": label,
+        "cleanup_seconds": cleanup,
+        "wake_at": _now_ms() + seconds * 1000,
+    }
 
 
 async def _timer_wait(task: Any, runtime: Any, context: Any) -> None:
@@ -54,9 +65,11 @@ async def _timer_wait(task: Any, runtime: Any, context: Any) -> None:
 
 
 async def _abort(task: Any, runtime: Any, context: Any) -> None:
-    """Nothing to release: commit the cancellation (the runtime ends the task ``aborted``)."""
-    label = (task.checkpoint or {}).get("label") if isinstance(task.checkpoint, dict) else None
-    outcome = {"status": "aborted", "result": {"label": label}}
+    """Wind down for ``cleanup_seconds`` (standing in for releasing a resource), then commit
+    the cancellation. Runs again after a crash: the task stays ``stopping`` until it commits."""
+    checkpoint = task.checkpoint if isinstance(task.checkpoint, dict) else {}
+    await asyncio.sleep(float(checkpoint.get("cleanup_seconds", 0)))
+    outcome = {"status": "aborted", "result": {"label": checkpoint.get("label")}}
     await runtime.commit(lambda tx: {"status": "terminal", "outcome": outcome}, context)
 
 
@@ -65,6 +78,7 @@ TIMER_INPUT = {
     "properties": {
         "seconds": {"type": "integer", "minimum": 1, "maximum": MAX_SECONDS},
         "label": {"type": "string", "maxLength": 80},
+        "cleanup_seconds": {"type": "integer", "minimum": 0, "maximum": 60},
     },
     "additionalProperties": False,
 }

@@ -78,23 +78,10 @@ def responder(request: RecordedRequest) -> list[Step]:
 
 def gated_factory(server: FakeProviderServer, gate: Gate) -> Callable[[Any], Any]:
     """A ``SessionHost`` runtime factory: the real runtime on ``server`` with the gate tool."""
+    from studio.hosts import agentcore_runtime_factory
 
     async def factory(config: Any) -> Any:
-        from agentcore import create_agent
-
-        options = dict(config.model_options)
-        options["base_url"] = server.base_url
-        if config.models:
-            options["models"] = dict(config.models)
-        return await create_agent(
-            database_path=config.store_path,
-            workdir=config.workdir,
-            permission_policy=config.permission_policy,
-            effort=config.effort or None,
-            mode="build",
-            session=dict(config.session),
-            extra_tools=[gate.tool()],
-            **options,
-        )
+        config.model_options["base_url"] = server.base_url
+        return await agentcore_runtime_factory(config, extra_tools=[gate.tool()])
 
     return factory
