@@ -251,6 +251,7 @@ class HostedSession:
     closing: bool = False
     last_used: float = field(default_factory=time.monotonic)
     waiters: set[asyncio.Future[None]] = field(default_factory=set)  # wait_idle / wait_quiet
+    ledger_pos: int = 0  # the store's usage ledger is reconciled up to here
 
     @property
     def root_id(self) -> str:
@@ -549,6 +550,12 @@ class SessionHost:
                     return
             await self._changed(hs)
 
+    async def wait_live(self, view_id: str) -> None:
+        """Wait until this view shows a live turn (its first event was folded)."""
+        hs, view = await self._view(view_id)
+        while (ctx := hs.contexts.get(view.target_id)) is None or ctx.live is None:
+            await self._changed(hs)
+
     async def wait_quiet(self, view_id: str) -> None:
         """Wait until nothing at all runs in the store (turns, queues, background tasks)."""
         hs, _view = await self._view(view_id)
@@ -672,6 +679,7 @@ class SessionHost:
                 hs.context(int(turn.get("target_id") or 0)).ended.add(str(turn["request_id"]))
         views = {target: view.view_id for target, view in hs.views.items()}
         await database_sync_to_async(services.runs_reconcile)(views, hs.snapshot.get("turns", []))
+        hs.ledger_pos = await database_sync_to_async(services.ledger_position)(hs.root_id)
         await self._sync_usage(hs)
         # Unfinished work the previous process left (an interrupted turn, queued inputs,
         # sleeping timers) resumes inside the lease: the driver finds it in the store.
@@ -842,7 +850,10 @@ class SessionHost:
         return str(context.get("request_id") or "")
 
     async def _on_snapshot(self, hs: HostedSession, snapshot: dict[str, Any]) -> None:
-        previous, hs.snapshot = hs.snapshot, snapshot
+        previous = hs.snapshot
+        if previous is not None and int(snapshot.get("revision") or 0) < int(previous.get("revision") or 0):
+            return  # an older picture than the one shown (a command's fresh snapshot came first)
+        hs.snapshot = snapshot
         for context in snapshot.get("contexts", []):
             target = int(context["target_id"])
             for item in context.get("queue") or []:
@@ -930,11 +941,14 @@ class SessionHost:
             await hs.ready.wait()
             try:
                 receipt: dict[str, Any] = await hs.runtime.control(body)
-                return receipt
             except AgentError as exc:
                 if exc.code == AGENT_NOT_READY and not hs.closing:
                     continue  # the lease is switching between run() and serve()
                 raise _host_error(exc) from exc
+            # What the command changed is visible at once (the chip, the config version), not
+            # only when the lease reads the next snapshot off the bus.
+            await self._on_snapshot(hs, hs.runtime.snapshot())
+            return receipt
         raise HostError("unavailable", "The session is not ready; try again.")
 
     # -- publishing ------------------------------------------------------------------------
@@ -973,10 +987,14 @@ class SessionHost:
         view = hs.views.get(target_id)
         return view.view_id if view is not None else hs.root_id
 
-    def _state(self, hs: HostedSession, view: View) -> HostState:
+    def _state(self, hs: HostedSession, view: View, *, transcript: bool = True) -> HostState:
+        """The view's state; ``transcript=False`` for a live patch, which renders no settled turn
+        (reading a long transcript on every push would cost what the page saves by windowing)."""
         ctx = hs.contexts.get(view.target_id)
-        transcript = (
-            list(hs.runtime.read_transcript(view.target_id or None, entry_ids=True)) if hs.runtime is not None else []
+        messages = (
+            list(hs.runtime.read_transcript(view.target_id or None, entry_ids=True))
+            if hs.runtime is not None and transcript
+            else []
         )
         live = ctx.live if ctx is not None else None
         context = hs.snapshot_context(view.target_id) or {}
@@ -987,8 +1005,8 @@ class SessionHost:
             running=live is not None
             or context.get("status") in RUNNING_STATUSES
             or (hs.in_run and view.target_id == 0),
-            transcript=transcript,
-            base_len=ctx.settled_len(transcript) if ctx is not None and live is not None else None,
+            transcript=messages,
+            base_len=ctx.settled_len(messages) if ctx is not None and live is not None and transcript else None,
             live=live.to_dict() if live is not None else None,
             context_usage=(ctx.context_usage if ctx is not None else None)
             or _context_usage(hs.runtime, view.target_id),
@@ -1032,7 +1050,7 @@ class SessionHost:
         controls, trace = view.controls, view.trace
         view.controls = view.trace = False
         view.seq += 1
-        state = self._state(hs, view)
+        state = self._state(hs, view, transcript=False)
         html = await database_sync_to_async(selectors.render_patch_regions)(
             view.view_id, state, added=added, changed=changed, ring=ring, controls=controls, trace=trace
         )
@@ -1048,8 +1066,10 @@ class SessionHost:
             str(c.get("conversation_id")): int(c.get("target_id") or 0) for c in (hs.snapshot or {}).get("contexts", [])
         }
         try:
-            ledger = await asyncio.to_thread(read_usage_ledger, hs.config.store_path)
+            ledger = await asyncio.to_thread(read_usage_ledger, hs.config.store_path, hs.ledger_pos)
             added = await database_sync_to_async(services.usage_sync)(hs.root_id, ledger, targets)
+            if ledger:
+                hs.ledger_pos = ledger[-1].pos
             await database_sync_to_async(services.view_totals)(hs.root_id, _subtrees(hs.snapshot))
         except Exception:
             log.exception("could not reconcile the usage of session %s with its store", hs.root_id)

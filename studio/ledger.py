@@ -28,6 +28,7 @@ class LedgerRow:
     record_id: str
     payload: dict[str, Any]
     conversation_id: str = ""
+    pos: int = 0
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -50,14 +51,18 @@ def read_schema_version(store_path: str) -> int | None:
     return int(row[0]) if row else None
 
 
-def read_usage_ledger(store_path: str) -> list[LedgerRow]:
-    """Every usage row of the store in commit order; empty when the store does not exist yet."""
+def read_usage_ledger(store_path: str, after: int = 0) -> list[LedgerRow]:
+    """The usage rows of the store in commit order, after position ``after`` (a host reads the
+    whole ledger once when it opens a store, then only what is new); empty when the store does
+    not exist yet."""
     path = Path(store_path)
     if not path.is_file() or path.stat().st_size == 0:
         return []
     conn = _connect(path)
     try:
-        rows = conn.execute("SELECT record_id, payload, conversation_id FROM usage ORDER BY pos").fetchall()
+        rows = conn.execute(
+            "SELECT record_id, payload, conversation_id, pos FROM usage WHERE pos > ? ORDER BY pos", (after,)
+        ).fetchall()
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return []
@@ -65,7 +70,7 @@ def read_usage_ledger(store_path: str) -> list[LedgerRow]:
     finally:
         conn.close()
     out = []
-    for record_id, payload, conversation_id in rows:
+    for record_id, payload, conversation_id, pos in rows:
         data = json.loads(payload)
-        out.append(LedgerRow(str(record_id), data if isinstance(data, dict) else {}, str(conversation_id)))
+        out.append(LedgerRow(str(record_id), data if isinstance(data, dict) else {}, str(conversation_id), int(pos)))
     return out

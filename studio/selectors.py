@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Case, Q, QuerySet, Value, When
+from django.db.models import Case, Count, Q, QuerySet, Sum, Value, When
 from django.http import Http404
 
 from studio import rendering, trace
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 #: Settled turns a page shows at first; older ones load on request ("Show earlier").
 CONVERSATION_WINDOW = 40
 TURNS_PAGE = 40
+#: Turns listed in the Usage tab (totals always cover the whole session).
+USAGE_TURNS = 100
 
 
 def session_list_for_user(user: Any) -> QuerySet[StudioSession]:
@@ -198,11 +200,12 @@ def tool_timings(root_id: str, ids: list[str] | None = None) -> dict[str, dict[s
     }
 
 
-def run_notices(session_id: str) -> dict[str, list[dict[str, str] | None]]:
+def run_notices(session_id: str, prompts: set[str] | None = None) -> dict[str, list[dict[str, str] | None]]:
     """How each prompt-carrying turn ended when that deserves a notice, by prompt text.
 
     Turns are matched to their run by the prompt's text in order (a queued follow-up and a steer
     can be placed in another order than they were sent), so a notice lands on its own turn.
+    ``prompts`` limits the query to the prompts on screen.
     """
     notices: dict[str, list[dict[str, str] | None]] = {}
     runs = (
@@ -211,6 +214,8 @@ def run_notices(session_id: str) -> dict[str, list[dict[str, str] | None]]:
         .exclude(status__in=(RunStatus.QUEUED, RunStatus.WITHDRAWN, RunStatus.CANCELLED))
         .order_by("started_at", "id")
     )
+    if prompts is not None:
+        runs = runs.filter(prompt__in=prompts)
     for run in runs:
         notice: dict[str, str] | None
         if run.status == RunStatus.FAILED:
@@ -245,20 +250,31 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
     model call, reconciled with the store): the runtime's price of each token class is kept, so
     cached input and cache writes are priced on their own. ``targets`` limits it to the calls of
     some conversations of the store (a view and its subagents). Reasoning tokens are part of
-    output tokens (they are shown, not added again).
+    output tokens (they are shown, not added again). Totals are sums in the database; only the
+    newest ``USAGE_TURNS`` turns are grouped here, so a long session costs the same per render.
     """
     root = session.root or session
-    prompts = dict(Run.objects.filter(session__in=[session, root]).values_list("request_id", "prompt"))
     records = UsageRecord.objects.filter(session=root)
     if targets is not None:
         records = records.filter(target_id__in=targets)
+    sums = records.aggregate(
+        calls=Count("id"), cost=Sum("cost"), **{f: Sum(f) for f in _TOKEN_FIELDS + _COST_FIELDS}
+    )
+    totals: dict[str, Any] = {"calls": sums["calls"] or 0, "cost": sums["cost"] or Decimal(0)}
+    for f in _TOKEN_FIELDS:
+        totals[f] = sums[f] or 0
+    for f in _COST_FIELDS:
+        totals[f] = sums[f] or Decimal(0)
+    totals["tokens"] = sum(totals[f] for f in _TOKEN_FIELDS[:4])
+    newest = list(records.order_by("-id")[: USAGE_TURNS * 8])
+    newest.reverse()
     turns: OrderedDict[str, dict[str, Any]] = OrderedDict()
-    for record in records.order_by("created_at", "id"):
+    for record in newest:
         turn = turns.setdefault(
             record.request_id,
             {
                 "request_id": record.request_id,
-                "prompt": prompts.get(record.request_id, ""),
+                "prompt": "",
                 "calls": 0,
                 "cost": Decimal(0),
                 "model": record.model,
@@ -272,16 +288,14 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
         turn["model"] = record.model or turn["model"]
         for f in _TOKEN_FIELDS + _COST_FIELDS:
             turn[f] += getattr(record, f)
-    rows = list(turns.values())
-    totals: dict[str, Any] = {
-        "calls": sum(r["calls"] for r in rows),
-        "cost": sum((r["cost"] for r in rows), Decimal(0)),
-    }
-    for f in _TOKEN_FIELDS:
-        totals[f] = sum(r[f] for r in rows)
-    for f in _COST_FIELDS:
-        totals[f] = sum((r[f] for r in rows), Decimal(0))
-    totals["tokens"] = sum(totals[f] for f in _TOKEN_FIELDS[:4])
+    rows = list(turns.values())[-USAGE_TURNS:]
+    prompts = dict(
+        Run.objects.filter(session__in=[session, root], request_id__in=[r["request_id"] for r in rows]).values_list(
+            "request_id", "prompt"
+        )
+    )
+    for row in rows:
+        row["prompt"] = prompts.get(row["request_id"], "")
     priced = any(totals[f] for f in _COST_FIELDS)
 
     def class_costs(row: dict[str, Any]) -> dict[str, Decimal] | None:
@@ -298,9 +312,10 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
     for row in rows:
         row["class_costs"] = class_costs(row)
     totals["class_costs"] = class_costs(totals)
+    turn_count = records.values("request_id").distinct().count() if len(turns) >= USAGE_TURNS else len(rows)
     return {
-        "usage_rows": rows[-100:],
-        "usage_rows_total": len(rows),
+        "usage_rows": rows,
+        "usage_rows_total": turn_count,
         "usage_totals": totals,
         "usage_chart": _usage_chart(rows),
     }
@@ -501,7 +516,7 @@ def _attach_timings(session: StudioSession, turns: list[rendering.Turn]) -> None
 
 
 def _attach_notices(session: StudioSession, all_turns: list[rendering.Turn], shown: list[rendering.Turn]) -> None:
-    notices = run_notices(str(session.pk))
+    notices = run_notices(str(session.pk), {t.prompt for t in shown if t.prompt is not None})
     if not notices:
         return
     seen: dict[str, int] = {}

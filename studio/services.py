@@ -215,24 +215,27 @@ def run_end(
 def runs_reconcile(views: dict[int, str], turns: list[dict[str, Any]]) -> int:
     """Studio's turn rows follow the store: a turn Studio still shows as running (or queued)
     that the store finished while no host watched — the process died before the end event
-    reached Studio — takes the store's outcome. Returns the rows changed."""
-    changed = 0
+    reached Studio — takes the store's outcome. Returns the rows changed. (One query when, as
+    usually, nothing is open.)"""
     open_statuses = (RunStatus.RUNNING, RunStatus.QUEUED)
+    open_runs = {
+        (str(session_id), request_id)
+        for session_id, request_id in Run.objects.filter(
+            session_id__in=list(views.values()), status__in=open_statuses
+        ).values_list("session_id", "request_id")
+    }
+    changed = 0
     for turn in turns:
         status = str(turn.get("status"))
-        if status not in ("completed", "failed", "aborted", "paused", "withdrawn", "cancelled"):
-            continue
         view_id = views.get(int(turn.get("target_id") or 0))
-        if view_id is None:
+        if view_id is None or (view_id, turn["request_id"]) not in open_runs:
             continue
+        if status not in ("completed", "failed", "aborted", "withdrawn", "cancelled"):
+            continue  # still open, or paused: a pause is written by its end event, which a resume replays
         updates: dict[str, Any] = {"status": status, "ended_at": timezone.now()}
         if status in ("failed", "aborted"):
             updates.update(error_code=turn.get("reason") or "", error=(turn.get("detail") or "")[:5000])
-        if status == "paused":
-            continue  # the pause (and what it waits for) is written by the end event, which a resume replays
-        changed += Run.objects.filter(
-            session_id=view_id, request_id=turn["request_id"], status__in=open_statuses
-        ).update(**updates)
+        changed += Run.objects.filter(session_id=view_id, request_id=turn["request_id"]).update(**updates)
     return changed
 
 
@@ -372,23 +375,52 @@ def usage_sync(session_id: str, ledger: list[Any], targets: dict[str, int] | Non
     """Make Studio's usage equal the store's ledger (a projection of it); returns rows added.
 
     Rows the store committed but Studio never saw (lost events: a crash between the
-    runtime's commit and Studio's write) are added, keyed by ``record_id`` so nothing counts
-    twice; then the session totals are recomputed as sums of the records, never adjusted.
-    ``targets`` maps the store's conversation ids to their target ids (the snapshot's contexts).
+    runtime's commit and Studio's write; background compactions, which report no event) are
+    added, keyed by ``record_id`` so nothing counts twice — in bulk, since a store opened for
+    the first time may hold thousands; then the session totals are recomputed as sums of the
+    records, never adjusted. ``targets`` maps the store's conversation ids to target ids.
     """
     targets = targets or {}
-    known = set(UsageRecord.objects.filter(session_id=session_id).values_list("record_id", flat=True))
-    added = 0
+    ids = [row.record_id for row in ledger]
+    known: set[str] = set()
+    for start in range(0, len(ids), 500):
+        known.update(
+            UsageRecord.objects.filter(session_id=session_id, record_id__in=ids[start : start + 500]).values_list(
+                "record_id", flat=True
+            )
+        )
+    fields = ("input_tokens", "cached_input_tokens", "cache_creation_tokens", "output_tokens", "reasoning_tokens")
+    new_rows = []
     for row in ledger:
         if row.record_id in known:
             continue
-        payload = {**row.payload, "record_id": row.record_id}
-        target = targets.get(getattr(row, "conversation_id", ""), 0)
-        request_id = str(payload.get("request_id") or "") or _request_of(row.record_id)
-        if record_usage(session_id, request_id, payload, touch=False, target_id=target):
-            added += 1
-    usage_totals_recompute(session_id)
-    return added
+        known.add(row.record_id)
+        payload = row.payload
+        detail = payload.get("cost_detail") or {}
+        new_rows.append(
+            UsageRecord(
+                session_id=session_id,
+                record_id=row.record_id,
+                request_id=str(payload.get("request_id") or "") or _request_of(row.record_id),
+                target_id=targets.get(getattr(row, "conversation_id", ""), 0),
+                model=str(payload.get("model") or ""),
+                cost=_usd(payload.get("cost")),
+                **{f"cost_{k}": _usd(detail.get(k)) for k in ("input", "output", "cache_read", "cache_write")},
+                **{f: int(payload.get(f) or 0) for f in fields},
+            )
+        )
+    UsageRecord.objects.bulk_create(new_rows, batch_size=500, ignore_conflicts=True)
+    if new_rows:
+        usage_totals_recompute(session_id)
+    positions = [int(getattr(row, "pos", 0) or 0) for row in ledger]
+    if positions:
+        StudioSession.objects.filter(pk=session_id, ledger_pos__lt=max(positions)).update(ledger_pos=max(positions))
+    return len(new_rows)
+
+
+def ledger_position(session_id: str) -> int:
+    """Where the store's ledger was last reconciled for this session (see ``usage_sync``)."""
+    return int(StudioSession.objects.filter(pk=session_id).values_list("ledger_pos", flat=True).first() or 0)
 
 
 def _request_of(record_id: str) -> str:
@@ -522,7 +554,9 @@ def store_import(
         if created:
             session.delete()
         raise _store_error(exc) from exc
-    StudioSession.objects.filter(pk=session.pk).update(status=SessionStatus.IDLE, last_activity=timezone.now())
+    StudioSession.objects.filter(pk=session.pk).update(
+        status=SessionStatus.IDLE, last_activity=timezone.now(), ledger_pos=0
+    )
     return session
 
 

@@ -101,6 +101,7 @@ async def test_closing_the_socket_never_stops_the_run(user: Any, make_session: A
     await communicator.receive_from(timeout=10)
     await host.prompt(str(session.pk), prompt="HOLD and greet", agent="build")
     await gate.entered.wait()
+    await host.wait_live(str(session.pk))
     await communicator.disconnect()
     assert host._sessions[str(session.pk)].busy(0)
     # Reconnect mid-turn: the first frame already holds the turn so far (the running gate call).

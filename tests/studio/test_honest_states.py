@@ -56,6 +56,7 @@ async def test_an_earlier_failure_stays_on_screen_while_a_new_run_goes(
     await host.wait_idle(sid)
     await host.prompt(sid, prompt="HOLD second", agent="build")
     await gate.entered.wait()  # the second turn is going
+    await host.wait_live(sid)  # and the page shows it live
     context = await _page_context(host, session)
     assert context["running"] and context["live"] is not None
     notices = [t.notice for t in context["turns"] if t.notice]
