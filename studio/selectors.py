@@ -266,28 +266,29 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
     for f in _COST_FIELDS:
         totals[f] = sums[f] or Decimal(0)
     totals["tokens"] = sum(totals[f] for f in _TOKEN_FIELDS[:4])
-    newest = list(records.order_by("-id")[: USAGE_TURNS * 8])
+    columns = ("request_id", "model", "target_id", "cost", *_TOKEN_FIELDS, *_COST_FIELDS)
+    newest = list(records.order_by("-id").values(*columns)[: USAGE_TURNS * 4])
     newest.reverse()
     turns: OrderedDict[str, dict[str, Any]] = OrderedDict()
     for record in newest:
         turn = turns.setdefault(
-            record.request_id,
+            record["request_id"],
             {
-                "request_id": record.request_id,
+                "request_id": record["request_id"],
                 "prompt": "",
                 "calls": 0,
                 "cost": Decimal(0),
-                "model": record.model,
-                "target_id": record.target_id,
+                "model": record["model"],
+                "target_id": record["target_id"],
             }
             | dict.fromkeys(_TOKEN_FIELDS, 0)
             | dict.fromkeys(_COST_FIELDS, Decimal(0)),
         )
         turn["calls"] += 1
-        turn["cost"] += record.cost
-        turn["model"] = record.model or turn["model"]
+        turn["cost"] += record["cost"]
+        turn["model"] = record["model"] or turn["model"]
         for f in _TOKEN_FIELDS + _COST_FIELDS:
-            turn[f] += getattr(record, f)
+            turn[f] += record[f]
     rows = list(turns.values())[-USAGE_TURNS:]
     prompts = dict(
         Run.objects.filter(session__in=[session, root], request_id__in=[r["request_id"] for r in rows]).values_list(

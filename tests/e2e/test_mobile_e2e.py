@@ -109,8 +109,9 @@ async def test_queue_controls_and_the_task_tree_fit(studio_server: Studio, brows
     page = await new_page(browser, studio_server, width=width, height=844 if width < 600 else 1024)
     await create_session(page, studio_server, title="Tasks on a small screen")
     await send(page, "run the example tasks for 40 seconds")
-    await page.wait_for_selector("#session-status .pill-running")
+    await wait_settled(page, "running")  # the turn is done; its tasks run in the background
     await send(page, f"HOLD:{token} keep busy")
+    await page.wait_for_selector("#live-turn .tool-name:text('wait_for_release')")
     await page.wait_for_selector("#run-controls[data-busy='1'] #steer-button")
     await send(page, "a follow-up with a rather long text that must be cut to fit the chip on a phone")
     await page.wait_for_selector(".queue-chip .withdraw-button")
