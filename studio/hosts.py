@@ -805,6 +805,10 @@ class SessionHost:
                     prompt=hs.prompts.get(request_id, ""),
                 )
             ctx.end(request_id)
+            hs.prompts.pop(request_id, None)
+            if len(ctx.ended) > 1000:  # only turns the snapshot still lists can matter
+                listed = {str(t["request_id"]) for t in (hs.snapshot or {}).get("turns", [])}
+                ctx.ended &= listed | {request_id}
             ctx.context_usage = _context_usage(hs.runtime, target) or ctx.context_usage
             await self._sync_usage(hs)
             await self._refresh_statuses(hs)

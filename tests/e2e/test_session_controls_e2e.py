@@ -227,3 +227,53 @@ async def test_a_subagent_tree_and_its_read_only_view(studio_server: Studio, bro
     assert "README" in await page.inner_text("#conversation")
     await page.click("#view-banner a")
     await page.wait_for_url(parent_url)
+
+
+LONG_SESSION = """
+import asyncio
+from django.contrib.auth import get_user_model
+from agentcore import create_agent
+from studio import services
+from studio.models import RegisteredModel
+
+owner = get_user_model().objects.get(username="alice")
+session = services.session_create(owner=owner, registered_model=RegisteredModel.objects.get(provider="demo"),
+    workdir=WORKDIR, permission_policy="read-only", effort="low", mode="build", title="A long conversation")
+messages = []
+for n in range(90):
+    messages.append({"role": "user", "content": [{"type": "text", "text": f"question {n}"}]})
+    messages.append({"role": "assistant", "content": [{"type": "text", "text": f"answer {n}"}]})
+
+async def seed():
+    agent = await create_agent(database_path=session.store_path, provider="demo", session={})
+    agent.restore_transcript(messages)
+    await agent.close()
+
+asyncio.run(seed())
+print("SESSION", session.pk)
+"""
+
+
+async def test_a_long_conversation_loads_earlier_turns_and_stays_continuous(
+    studio_server: Studio, browser: Any
+) -> None:
+    """Scale: 90 turns → the page shows the newest 40; "Show earlier messages" loads older pages
+    above them, and when a new turn moves the window on, the gap is filled, never lost."""
+    script = LONG_SESSION.replace("WORKDIR", repr(str(studio_server.workspace)))
+    session_id = studio_server.manage("shell", "-c", script).split("SESSION ")[-1].strip()
+    page = await new_page(browser, studio_server)
+    await page.goto(studio_server.url(f"/sessions/{session_id}/"))
+    await page.wait_for_selector("#conn-state.on")
+    assert await page.locator("#conversation .turn").count() == 40
+    assert await page.locator("#conversation-older .turn").count() == 0
+    await page.click("#load-earlier")
+    await page.wait_for_function("() => document.querySelectorAll('#conversation-older .turn').length === 40")
+    await page.click("#load-earlier")
+    await page.wait_for_function("() => document.querySelectorAll('#conversation-older .turn').length === 50")
+    assert await page.is_hidden("#load-earlier")  # nothing older is left
+    await send(page, "one more question")
+    await wait_settled(page)
+    # The window now starts one turn later: the turn that left it is fetched into the older part.
+    await page.wait_for_function("() => document.querySelectorAll('#conversation-older .turn').length === 51")
+    questions = await page.locator("#conversation-scroll .bubble").all_inner_texts()
+    assert questions == [f"question {n}" for n in range(90)] + ["one more question"]
