@@ -6,6 +6,13 @@ It is served by the scripted fake provider server on 127.0.0.1 and reached throu
 ``read`` and summarises what it saw; in plan mode it asks nothing and writes a short
 numbered plan; otherwise it answers briefly. Every UI labels it "offline demo model".
 
+When the request offers the tools for it (session mode, Studio's example extension), it also
+starts durable work on request — "start a timer for 5 seconds" calls ``start_timer``, "run
+the example tasks" calls ``run_example_tasks``, "delegate …" / "use a subagent …" calls
+``subagent`` with the rest of the prompt as the child's task, and "… with a checklist" ticks
+an ``update_plan`` checklist through three steps before answering. Without those tools these
+prompts get the ordinary answer.
+
 The runtime imports this module on every start, so it loads the fake server and its step
 types only when a demo model is actually served (``DemoServer``, ``demo_responder``).
 """
@@ -27,6 +34,13 @@ DEMO_WINDOW = 32_000
 _FILE_WORDS = re.compile(r"\b(files?|folders?|director(y|ies)|here|ls|list|read|repo|project|workspace|readme)\b", re.I)
 _README = re.compile(r"^(readme(\.[a-z]+)?)/?$", re.I)
 _ASK = re.compile(r"\b(ask me|questions?)\b", re.I)
+_TIMER = re.compile(r"\btimers?\b", re.I)
+_EXAMPLE_TASKS = re.compile(r"\bexample tasks?\b", re.I)
+_DELEGATE = re.compile(r"\b(delegate|subagent)\b", re.I)
+_CHECKLIST = re.compile(r"\bchecklist\b", re.I)
+_SECONDS = re.compile(r"\b(\d{1,5})\s*(s|secs?|seconds?)\b", re.I)
+_MINUTES = re.compile(r"\b(\d{1,4})\s*(m|mins?|minutes?)\b", re.I)
+CHECKLIST = ["Look at the request", "Do the work", "Check the result"]
 DEMO_QUESTIONS: dict[str, Any] = {
     "questions": [
         {"id": "scope", "question": "How big should the first version be?", "options": ["Tiny", "Small", "Complete"]},
@@ -128,6 +142,72 @@ def _plan(user: str) -> str:
     )
 
 
+def _duration_s(user: str, default: int = 10) -> int:
+    minutes = _MINUTES.search(user)
+    if minutes:
+        return max(1, int(minutes.group(1)) * 60)
+    seconds = _SECONDS.search(user)
+    return max(1, int(seconds.group(1))) if seconds else default
+
+
+def _delegated_task(user: str) -> str:
+    """The child's task: the prompt after the words that asked for delegation."""
+    rest = _DELEGATE.split(user, maxsplit=1)[-1]
+    rest = re.sub(r"^\W*(to\s+(a\s+)?(subagent\b)?|it\b)?\W*", "", rest, flags=re.I).strip()
+    return rest[:400] or "What files are here? Read the README."
+
+
+def _first_line(output: dict[str, Any]) -> str:
+    text = str(output.get("output", "")).strip()
+    return (text.splitlines() or [""])[0][:240]
+
+
+def _durable_work(body: dict[str, Any], user: str, calls: list[Any], outputs: list[Any]) -> list[Step] | None:
+    """Session-mode rules: start durable tasks, delegate, tick a checklist (see the module doc)."""
+    tools = _tool_names(body)
+    names = [c.get("name") for c in calls]
+    if _DELEGATE.search(user) and "subagent" in tools:
+        if "subagent" not in names:
+            return _call(body, "subagent", {"task": _delegated_task(user)})
+        if outputs:
+            return _say(body, f"The subagent finished. It reported: “{_first_line(outputs[-1])}”")
+    if _EXAMPLE_TASKS.search(user) and "run_example_tasks" in tools:
+        seconds = _duration_s(user, default=5)
+        if "run_example_tasks" not in names:
+            return _call(body, "run_example_tasks", {"seconds": seconds})
+        return _say(
+            body,
+            f"Started the example tasks: a parent task that waits on two timers ({seconds} s and {seconds + 3} s). "
+            "Watch them in the Trace → Tasks tab. " + _first_line(outputs[-1] if outputs else {}),
+        )
+    if _TIMER.search(user) and "start_timer" in tools:
+        seconds = _duration_s(user)
+        if "start_timer" not in names:
+            return _call(body, "start_timer", {"seconds": seconds, "label": f"{seconds} s timer"})
+        return _say(
+            body,
+            f"Started a durable timer for {seconds} s; it keeps running in the background (and across restarts). "
+            + _first_line(outputs[-1] if outputs else {}),
+        )
+    if _CHECKLIST.search(user) and "update_plan" in tools:
+        done = names.count("update_plan")
+        if done < len(CHECKLIST):
+            items = [
+                {
+                    "id": f"step-{n + 1}",
+                    "text": text,
+                    "status": "completed" if n < done else "in_progress" if n == done else "pending",
+                }
+                for n, text in enumerate(CHECKLIST)
+            ]
+            return _call(body, "update_plan", {"items": items})
+        if done == len(CHECKLIST):
+            items = [{"id": f"step-{n + 1}", "text": t, "status": "completed"} for n, t in enumerate(CHECKLIST)]
+            return _call(body, "update_plan", {"items": items})
+        return _say(body, "Done: every step of the checklist is completed. (This is the offline demo model.)")
+    return None
+
+
 def demo_responder(request: RecordedRequest) -> list[Step]:
     """Decide the demo model's next response from the request it received."""
     body = request.json
@@ -135,6 +215,8 @@ def demo_responder(request: RecordedRequest) -> list[Step]:
     tools = _tool_names(body)
     plan_mode = "PLAN MODE" in str(body.get("instructions", ""))
     lowered = user.lower()
+    if not plan_mode and (work := _durable_work(body, user, calls, outputs)) is not None:
+        return work
     if "plan was approved" in lowered:
         return _say(body, "Done: I followed the approved plan step by step. (This is the offline demo model.)")
     if plan_mode:

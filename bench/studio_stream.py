@@ -4,7 +4,7 @@ Starts a real daphne (own data dir, file database), opens N WebSocket clients (t
 ``websockets`` package) on N sessions, submits one prompt per session over HTTP (as the
 composer does) and measures, per session:
 
-- time to first token: prompt POST → first frame carrying answer text,
+- time to first token: prompt POST → first frame carrying answer text of the live turn,
 - last-token delay: prompt POST → the frame that renders the finished answer from the store.
 
 Prints median and p95 for N = 1, 10, 50 (override with ``--sizes``). Loopback only, bounded in
@@ -61,10 +61,11 @@ async def _one(base: str, cookie: str, csrf: str, session_id: str, limit: float)
         while last is None:
             frame = await asyncio.wait_for(ws.recv(), limit)
             now = time.perf_counter() - start
-            if first is None and 'class="block md"' in frame:
+            live = 'id="live-turn"' in frame or "#live-blocks" in frame or 'id="lv-' in frame
+            if first is None and live and 'class="block md"' in frame:
                 first = now
-            if "pill-idle" in frame and "offline demo model" in frame and 'id="live-turn"' not in frame:
-                last = now
+            if 'id="conversation"' in frame and "You said" in frame and 'id="live-turn"' not in frame:
+                last = now  # the settled turn, rendered from the store
         return first if first is not None else last, last
 
 

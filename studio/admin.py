@@ -338,6 +338,10 @@ class SessionStoreAdmin(SessionTitleAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SessionStore]:
+        """One row per store: forks and subagents are conversations of their main session's store."""
+        return super().get_queryset(request).filter(kind="main")
+
     def get_urls(self) -> list[Any]:
         from django.urls import path
 

@@ -52,12 +52,39 @@ class PromptForm(forms.Form):
     prompt = forms.CharField(max_length=MAX_PROMPT_CHARS, strip=False)
     agent = forms.ChoiceField(choices=Mode.choices, required=False)
     effort = forms.ChoiceField(choices=Effort.choices, required=False)
+    # While the agent works: queue it (default) or steer the running turn with it.
+    mode = forms.ChoiceField(choices=[("follow_up", "Queue"), ("steer", "Steer")], required=False)
 
     def clean_prompt(self) -> str:
         prompt: str = self.cleaned_data["prompt"]
         if not prompt.strip():
             raise forms.ValidationError("Write a message first.")
         return prompt
+
+
+class InputIdForm(forms.Form):
+    input_id = forms.CharField(max_length=200)
+
+
+class TaskIdForm(forms.Form):
+    task_id = forms.CharField(max_length=200)
+
+
+class ForkForm(forms.Form):
+    entry_id = forms.CharField(max_length=200)
+
+
+class ResetForm(forms.Form):
+    handoff = forms.CharField(required=False, max_length=200_000, strip=True)
+
+
+class ConfigureForm(forms.Form):
+    """Model and effort for the next request; ``expected_version`` is the settings version the
+    page showed (a stale one is refused by the runtime: ``version_conflict``)."""
+
+    expected_version = forms.IntegerField(min_value=0)
+    model = forms.IntegerField(required=False, min_value=1)
+    effort = forms.ChoiceField(choices=Effort.choices, required=False)
 
 
 class PlanDecisionForm(forms.Form):

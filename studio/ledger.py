@@ -9,7 +9,9 @@ whenever it opens a session's store and after every run.
 
 agentcore has no public call that reads a closed or foreign-owned store's ledger, so this
 reads the table itself: read-only (``mode=ro``), which in WAL mode never blocks the owner's
-writes and never takes its lock. The table's shape is frozen in schema v1.
+writes and never takes its lock. The table's shape is frozen in schema v1. The Records tab's
+schema version is read the same way (``meta.schema_version``): the snapshot's ``records``
+do not carry it.
 """
 
 from __future__ import annotations
@@ -25,17 +27,42 @@ from typing import Any
 class LedgerRow:
     record_id: str
     payload: dict[str, Any]
+    conversation_id: str = ""
+    pos: int = 0
 
 
-def read_usage_ledger(store_path: str) -> list[LedgerRow]:
-    """Every usage row of the store in commit order; empty when the store does not exist yet."""
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout = 5000")
+    return conn
+
+
+def read_schema_version(store_path: str) -> int | None:
+    """The store's schema version (the Records tab), read the same read-only way; None when
+    the store does not exist yet."""
+    path = Path(store_path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    conn = _connect(path)
+    try:
+        row = conn.execute("SELECT schema_version FROM meta WHERE id = 1").fetchone()
+    finally:
+        conn.close()
+    return int(row[0]) if row else None
+
+
+def read_usage_ledger(store_path: str, after: int = 0) -> list[LedgerRow]:
+    """The usage rows of the store in commit order, after position ``after`` (a host reads the
+    whole ledger once when it opens a store, then only what is new); empty when the store does
+    not exist yet."""
     path = Path(store_path)
     if not path.is_file() or path.stat().st_size == 0:
         return []
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+    conn = _connect(path)
     try:
-        conn.execute("PRAGMA busy_timeout = 5000")
-        rows = conn.execute("SELECT record_id, payload FROM usage ORDER BY pos").fetchall()
+        rows = conn.execute(
+            "SELECT record_id, payload, conversation_id, pos FROM usage WHERE pos > ? ORDER BY pos", (after,)
+        ).fetchall()
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return []
@@ -43,7 +70,7 @@ def read_usage_ledger(store_path: str) -> list[LedgerRow]:
     finally:
         conn.close()
     out = []
-    for record_id, payload in rows:
+    for record_id, payload, conversation_id, pos in rows:
         data = json.loads(payload)
-        out.append(LedgerRow(str(record_id), data if isinstance(data, dict) else {}))
+        out.append(LedgerRow(str(record_id), data if isinstance(data, dict) else {}, str(conversation_id), int(pos)))
     return out

@@ -8,6 +8,13 @@ the same page whatever was lost in between.
 
 Blocks are keyed by (response number, kind, index): provider indices restart with every model
 response, and a new response begins after a tool finished or a usage record settled.
+
+In session mode one runtime serves several conversations (the main one, forks, subagents) and
+turns follow each other without a caller in between (queued follow-ups start by themselves).
+``ContextLive`` tracks one conversation: which transcript messages are settled (rendered from
+the store) and which turn is live (rendered from events). Events carry no request id, so the
+start of a live turn is found in the transcript: the first turn-starting user message after
+the previous live turn's start — preferring the one whose text is the expected prompt.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ MAX_RESULT_CHARS = 20_000
 @dataclass(slots=True)
 class LiveBlock:
     key: str
-    kind: str  # text | thinking | tool | retry | notice
+    kind: str  # text | thinking | tool | retry | notice | steer (a message that joined the turn)
     text: str = ""
     index: int | None = None
     response: int = 0
@@ -189,3 +196,150 @@ def key_argument(name: str, arguments: dict[str, Any] | None) -> str:
             return f"{len(questions)} question(s)"
     text = json.dumps(arguments, ensure_ascii=False)
     return text if len(text) <= 80 else text[:77] + "…"
+
+
+# --- one conversation of a session ----------------------------------------------------------------
+
+DELIVERY_PREFIX = "[Background subagent"
+
+
+def message_text(message: dict[str, Any]) -> str:
+    return "\n".join(str(c.get("text", "")) for c in message.get("content", []) if c.get("type") == "text")
+
+
+def is_turn_start(message: dict[str, Any]) -> bool:
+    """A user message that opens a turn: the person's own, or a subagent's delivered result."""
+    if message.get("role") != "user":
+        return False
+    if not message.get("synthetic"):
+        return True
+    return message_text(message).startswith(DELIVERY_PREFIX)
+
+
+def entry_index(transcript: list[dict[str, Any]], entry_id: str | None) -> int | None:
+    if entry_id is None:
+        return None
+    for index in range(len(transcript) - 1, -1, -1):
+        if transcript[index].get("entry_id") == entry_id:
+            return index
+    return None
+
+
+@dataclass(slots=True)
+class ContextLive:
+    """The live state of one context (``target_id``) of a session.
+
+    ``start_entry`` is the entry id of the live turn's first message (its user message), or
+    ``after_entry`` the last settled message when the live turn continues an earlier request
+    (a resumed plan review: no new user message). Everything before is rendered from the
+    transcript; the live turn from events. ``prev_start`` remembers where the last live turn
+    began, so the next one is looked for after it.
+    """
+
+    target_id: int
+    live: LiveTurn | None = None
+    start_entry: str | None = None
+    after_entry: str | None = None
+    prev_start: str | None = None
+    context_usage: dict[str, int] | None = None
+    steer_entries: set[str] = field(default_factory=set)
+    ended: set[str] = field(default_factory=set)  # request ids whose end event was seen
+    fallback_len: int = 0
+
+    def begin(
+        self, transcript: list[dict[str, Any]], *, request_id: str = "", expected_prompt: str | None = None
+    ) -> LiveTurn:
+        """Open the live turn whose first event just arrived (its user message is committed)."""
+        index = find_turn_start(transcript, self.prev_start, self.steer_entries, expected_prompt)
+        prompt: str | None = None
+        live = LiveTurn(request_id=request_id)
+        if index is None:
+            self.start_entry = None
+            self.fallback_len = len(transcript)
+        else:
+            message = transcript[index]
+            self.start_entry = message.get("entry_id")
+            self.prev_start = self.start_entry
+            self.fallback_len = index
+            text = message_text(message)
+            if message.get("synthetic"):
+                notice = live._new_block("notice")
+                notice.status = "info"
+                notice.text = text.split("]", 1)[0].lstrip("[") + "." if text.startswith(DELIVERY_PREFIX) else text
+            else:
+                prompt = text
+        live.prompt = prompt
+        live.added = []
+        self.after_entry = None
+        self.live = live
+        return live
+
+    def begin_after(self, transcript: list[dict[str, Any]], *, request_id: str, agent: str = "build") -> LiveTurn:
+        """Open a live turn that continues ``request_id`` after everything now in the transcript."""
+        self.after_entry = transcript[-1].get("entry_id") if transcript else None
+        self.start_entry = None
+        self.fallback_len = len(transcript)
+        self.ended.discard(request_id)
+        self.live = LiveTurn(request_id=request_id, agent=agent)
+        return self.live
+
+    def end(self, request_id: str | None) -> None:
+        if request_id:
+            self.ended.add(request_id)
+        self.live = None
+        self.start_entry = None
+        self.after_entry = None
+
+    def settled_len(self, transcript: list[dict[str, Any]]) -> int:
+        """How many transcript messages precede the live turn (all of them when none is live)."""
+        if self.live is None:
+            return len(transcript)
+        if self.after_entry is not None:
+            index = entry_index(transcript, self.after_entry)
+            return index + 1 if index is not None else min(self.fallback_len, len(transcript))
+        if self.start_entry is not None:
+            index = entry_index(transcript, self.start_entry)
+            if index is not None:
+                return index
+        return min(self.fallback_len, len(transcript))
+
+    def note_steer(self, transcript: list[dict[str, Any]], prompt: str) -> None:
+        """A queued steer joined the live turn: show it there, and never take it for a turn start."""
+        if self.live is None:
+            return
+        start = self.settled_len(transcript)
+        for message in transcript[start:]:
+            entry = message.get("entry_id")
+            if message.get("role") == "user" and entry not in self.steer_entries and message_text(message) == prompt:
+                self.steer_entries.add(str(entry))
+                break
+        block = self.live._new_block("steer")
+        block.text = prompt
+
+
+def find_turn_start(
+    transcript: list[dict[str, Any]],
+    prev_start: str | None,
+    steer_entries: set[str],
+    expected_prompt: str | None,
+) -> int | None:
+    """The index of the user message that opened the turn now going live.
+
+    Turns start in order, so it is the first turn-starting message after the previous live
+    turn's start; one whose text is the expected prompt wins. Without a previous start (the
+    host just opened the store) the newest candidate is taken.
+    """
+    prev = entry_index(transcript, prev_start)
+    first = prev + 1 if prev is not None else 0
+    candidates = [
+        index
+        for index in range(first, len(transcript))
+        if is_turn_start(transcript[index]) and transcript[index].get("entry_id") not in steer_entries
+    ]
+    if not candidates:
+        return None
+    if expected_prompt is not None:
+        for index in candidates:
+            if message_text(transcript[index]) == expected_prompt:
+                return index
+    return candidates[0] if prev is not None else candidates[-1]

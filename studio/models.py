@@ -52,6 +52,12 @@ class Mode(models.TextChoices):
     PLAN = "plan", "Plan"
 
 
+class SessionKind(models.TextChoices):
+    MAIN = "main", "Session"
+    FORK = "fork", "Fork"
+    SUBAGENT = "subagent", "Subagent"
+
+
 class SessionStatus(models.TextChoices):
     IDLE = "idle", "Idle"
     RUNNING = "running", "Running"
@@ -122,10 +128,19 @@ class RegisteredModel(models.Model):
 
 
 class StudioSession(models.Model):
-    """One conversation with one agent store, owned by one user."""
+    """One conversation of an agent store, owned by one user.
+
+    A *main* session owns its store (``root`` is empty, ``target_id`` 0). A *fork* or a
+    *subagent* is another conversation of the same store (the runtime's ``target_id``), shown
+    as its own page: ``root`` is the main session whose store and runtime it shares. A subagent
+    page is read-only — the agent that started it talks to it, not the person.
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="studio_sessions")
+    root = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="views")
+    target_id = models.PositiveIntegerField(default=0)
+    kind = models.CharField(max_length=10, choices=SessionKind.choices, default=SessionKind.MAIN)
     title = models.CharField(max_length=200, blank=True)
     registered_model = models.ForeignKey(RegisteredModel, on_delete=models.PROTECT, related_name="sessions")
     workdir = models.CharField(max_length=1000)
@@ -144,13 +159,28 @@ class StudioSession(models.Model):
     output_tokens = models.BigIntegerField(default=0)
     reasoning_tokens = models.BigIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    # The store's usage ledger is copied up to this row (its append-only ``pos``): opening a big
+    # store reconciles only what is new. Reset to 0 when the store file is replaced (import).
+    ledger_pos = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ("-last_activity",)
         indexes = (models.Index(fields=["owner", "-last_activity"]),)
+        constraints = (
+            models.UniqueConstraint(fields=["root", "target_id"], name="studio_session_unique_target"),
+        )
 
     def __str__(self) -> str:
         return self.title or f"Session {str(self.id)[:8]}"
+
+    @property
+    def root_id_str(self) -> str:
+        """The id of the session that owns the store (this one for a main session)."""
+        return str(self.root_id or self.id)
+
+    @property
+    def read_only(self) -> bool:
+        return self.kind == SessionKind.SUBAGENT
 
     @property
     def group_name(self) -> str:
@@ -172,11 +202,15 @@ class SessionStore(StudioSession):
 
 
 class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     PAUSED = "paused", "Waiting for you"
     COMPLETED = "completed", "Completed"
     FAILED = "failed", "Failed"
     ABORTED = "aborted", "Stopped"
+    WITHDRAWN = "withdrawn", "Withdrawn"
+    CANCELLED = "cancelled", "Cancelled"
+    PLACED = "placed", "Joined the running turn"
 
 
 class Run(models.Model):
@@ -187,6 +221,7 @@ class Run(models.Model):
     prompt = models.TextField(blank=True)
     agent = models.CharField(max_length=10, choices=Mode.choices, default=Mode.BUILD)
     effort = models.CharField(max_length=10, blank=True)
+    mode = models.CharField(max_length=10, blank=True)  # follow_up | steer (session commands)
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.RUNNING)
     error_code = models.CharField(max_length=100, blank=True)
     error = models.TextField(blank=True)
@@ -252,6 +287,9 @@ class UsageRecord(models.Model):
     session = models.ForeignKey(StudioSession, on_delete=models.CASCADE, related_name="usage_records")
     record_id = models.CharField(max_length=200)
     request_id = models.CharField(max_length=200, blank=True)
+    # The context (runtime target) that made the call: 0 = main, else a fork or a subagent.
+    # Records are kept on the main session; views add up their own targets.
+    target_id = models.PositiveIntegerField(default=0)
     model = models.CharField(max_length=200, blank=True)
     input_tokens = models.BigIntegerField(default=0)
     cached_input_tokens = models.BigIntegerField(default=0)

@@ -113,6 +113,19 @@ def pretty_json(value: Any) -> str:
         return str(value)
 
 
+def highlight_code(text: str, language: str) -> SafeString:
+    """Code (a checkpoint's JSON, a script) as Pygments-highlighted HTML; escaped by Pygments."""
+    try:
+        lexer = get_lexer_by_name(language)
+    except ClassNotFound:
+        return mark_safe(escape(text))
+    return mark_safe(highlight(text, lexer, _FORMATTER))
+
+
+def highlight_json(value: Any) -> SafeString:
+    return highlight_code(pretty_json(value), "json")
+
+
 # --- plan -----------------------------------------------------------------------------------
 
 _ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+(?:\[(?P<mark>[ xX])\]\s+)?(?P<text>.+)$")
@@ -140,13 +153,19 @@ def plan_items(plan: str) -> list[PlanItem]:
 
 @dataclass(slots=True)
 class Turn:
-    """One user message and everything the agent did in reply (a section of the conversation)."""
+    """One user message and everything the agent did in reply (a section of the conversation).
+
+    ``fork_entry`` is the committed entry of the turn's last message: a fork from it keeps the
+    whole turn (``fork`` takes an entry id from ``read_transcript(entry_ids=True)``).
+    """
 
     key: str
     prompt: str | None
     blocks: list[LiveBlock] = field(default_factory=list)
     notice: dict[str, str] | None = None
     images: int = 0
+    fork_entry: str | None = None
+    index: int = 0
 
 
 def _user_text(message: dict[str, Any]) -> tuple[str, int]:
@@ -171,6 +190,10 @@ def synthetic_kind(message: dict[str, Any], text: str) -> str | None:
         return "approved"
     if "previous reply" in lowered or "resend that tool call" in lowered:
         return "continued"
+    if text.startswith("[Background subagent"):
+        return "delivery"
+    if text.startswith("Handoff from the previous context"):
+        return "handoff"
     return "summary"
 
 
@@ -188,6 +211,11 @@ def _synthetic_block(kind: str, text: str, key: str) -> LiveBlock:
         )
     if kind == "summary":
         return LiveBlock(key=key, kind="notice", status="info", text="Earlier messages were compacted into a summary.")
+    if kind == "delivery":
+        return LiveBlock(key=key, kind="notice", status="info", text=text.split("]", 1)[0].lstrip("[") + ".")
+    if kind == "handoff":
+        note = text.split("\n\n", 1)[-1].strip()
+        return LiveBlock(key=key, kind="notice", status="info", text=f"The context was reset. Handoff note: {note}")
     return LiveBlock(key=key, kind="notice", status="info", text="The agent continued after an interruption.")
 
 
@@ -199,9 +227,10 @@ def transcript_turns(
 ) -> list[Turn]:
     """Group transcript messages into turns of display blocks (the same blocks as live).
 
-    ``run_notices`` holds, per prompt-carrying run in order, how it ended when that was not a
-    normal completion (failed / stopped); they attach to the matching turn when the counts
-    agree (after a compaction they may not, and then only the last one is shown at the end).
+    Tool calls are keyed by the runtime's display id (``<assistant entry[:12]>:<call id>``,
+    what ``tool`` events and the snapshot's tasks carry) when the transcript has entry ids.
+    ``tool_timings`` and ``run_notices`` (per prompt-carrying turn, in order, used only when
+    the counts agree) are for callers that have them at hand; the page attaches both itself.
     """
     tool_timings = tool_timings or {}
     turns: list[Turn] = []
@@ -209,21 +238,29 @@ def transcript_turns(
     current: Turn | None = None
     for m_index, message in enumerate(transcript):
         role = message.get("role")
+        entry_id = message.get("entry_id")
         if role == "user":
             text, images = _user_text(message)
             synthetic = synthetic_kind(message, text)
-            if synthetic is not None:
-                if current is None:  # a compaction summary opens the context: no user turn
-                    current = Turn(key=f"t{m_index}", prompt=None)
+            if synthetic is not None and synthetic != "delivery":
+                if current is None:  # a compaction summary or a handoff opens the context
+                    current = Turn(key=f"t{m_index}", prompt=None, index=len(turns))
                     turns.append(current)
                 current.blocks.append(_synthetic_block(synthetic, text, f"m{m_index}-syn"))
+                current.fork_entry = entry_id or current.fork_entry
                 continue
-            current = Turn(key=f"t{m_index}", prompt=text, images=images)
+            current = Turn(
+                key=f"t{m_index}", prompt=text if synthetic is None else None, images=images, index=len(turns)
+            )
+            if synthetic == "delivery":
+                current.blocks.append(_synthetic_block(synthetic, text, f"m{m_index}-syn"))
+            current.fork_entry = entry_id
             turns.append(current)
             continue
         if current is None:
-            current = Turn(key=f"t{m_index}", prompt=None)
+            current = Turn(key=f"t{m_index}", prompt=None, index=len(turns))
             turns.append(current)
+        current.fork_entry = entry_id or current.fork_entry
         if role == "assistant":
             for c_index, block in enumerate(message.get("content", [])):
                 kind = block.get("type")
@@ -233,17 +270,19 @@ def transcript_turns(
                 elif kind == "thinking" and block.get("thinking") and not block.get("redacted"):
                     current.blocks.append(LiveBlock(key=key, kind="thinking", text=block["thinking"]))
                 elif kind == "tool_call":
-                    timing = tool_timings.get(str(block.get("id")), {})
+                    call_id = str(block.get("id"))
+                    shown_id = f"{str(entry_id)[:12]}:{call_id}" if entry_id else call_id
+                    timing = tool_timings.get(shown_id) or tool_timings.get(call_id) or {}
                     tool = LiveBlock(
                         key=key,
                         kind="tool",
-                        tool_call_id=str(block.get("id")),
+                        tool_call_id=shown_id,
                         name=str(block.get("name")),
                         arguments=block.get("arguments") or {},
                         status=timing.get("status") or "pending",
                         duration_ms=timing.get("duration_ms"),
                     )
-                    tools[tool.tool_call_id] = tool
+                    tools[call_id] = tool
                     current.blocks.append(tool)
             # A stop the person asked for is not a failure: the run's one "Stopped" notice says it.
             if message.get("error_message") and message.get("stop_reason") == "error":
@@ -264,6 +303,12 @@ def transcript_turns(
         elif run_notices[-1] and turns:
             turns[-1].notice = run_notices[-1]
     return turns
+
+
+def generation_of(transcript: list[dict[str, Any]]) -> str:
+    """Which context generation a transcript is (its first entry): a reset or a compaction
+    changes it, and with it the numbering of turns ("Show earlier" starts over)."""
+    return str(transcript[0].get("entry_id") or "") if transcript else ""
 
 
 def drop_plan_answer(turns: list[Turn], plan: str) -> None:
@@ -318,12 +363,17 @@ def oob(html: str, how: str = "true") -> str:
 
 #: Regions replaced whole by a full push; the page includes the same partials.
 FULL_REGIONS = (
-    "studio/_session_title.html",
     "studio/_conversation.html",
     "studio/_pending.html",
+    "studio/_context_ring.html",
+    "studio/_session_config.html",
+)
+#: Regions that follow the session snapshot (status, what the composer offers, the queue).
+CONTROL_REGIONS = (
+    "studio/_session_title.html",
     "studio/_status.html",
     "studio/_run_controls.html",
-    "studio/_context_ring.html",
+    "studio/_queue.html",
 )
 TRACE_REGIONS = (
     "studio/_session_stats.html",
@@ -360,7 +410,12 @@ def render_context_ring(usage: dict[str, int] | None, *, oob: bool = False) -> s
 def render_regions(context: dict[str, Any]) -> str:
     """Every live region as out-of-band fragments: a full push or a watcher's re-render."""
     ctx = {**context, "oob": True, "ring": ring_geometry(context.get("context_usage"))}
-    return "".join(render_to_string(name, ctx) for name in FULL_REGIONS + TRACE_REGIONS)
+    return "".join(render_to_string(name, ctx) for name in FULL_REGIONS + CONTROL_REGIONS + TRACE_REGIONS)
+
+
+def render_controls(context: dict[str, Any]) -> str:
+    ctx = {**context, "oob": True}
+    return "".join(render_to_string(name, ctx) for name in CONTROL_REGIONS)
 
 
 def render_trace(context: dict[str, Any]) -> str:

@@ -1,9 +1,9 @@
 """Reads: every query a page, a consumer or the session host makes, and the page context.
 
-``session_page_context`` is the single place that turns a session (Studio's records) plus a
-``HostState`` (the store's transcript and the live turn) into what the templates show. The
-full page, a watcher's re-render and the host's full pushes all go through it, so they cannot
-disagree.
+``session_page_context`` is the single place that turns a view (Studio's records) plus a
+``HostState`` (the store's transcript, the live turn and the session snapshot) into what the
+templates show. The full page, a watcher's re-render and the host's pushes all go through it,
+so they cannot disagree. The Trace is built from the snapshot (``studio.trace``).
 """
 
 from __future__ import annotations
@@ -14,16 +14,18 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Case, QuerySet, Value, When
+from django.db.models import Case, Count, Q, QuerySet, Sum, Value, When
 from django.http import Http404
 
-from studio import rendering
+from studio import rendering, trace
 from studio.models import (
     Approval,
+    Effort,
     Provider,
     RegisteredModel,
     Run,
     RunStatus,
+    SessionKind,
     StudioSession,
     ToolCall,
     UsageRecord,
@@ -32,9 +34,21 @@ from studio.models import (
 if TYPE_CHECKING:
     from studio.hosts import HostState, SessionConfig
 
+#: Settled turns a page shows at first; older ones load on request ("Show earlier").
+CONVERSATION_WINDOW = 40
+TURNS_PAGE = 40
+#: Turns listed in the Usage tab (totals always cover the whole session).
+USAGE_TURNS = 100
+
 
 def session_list_for_user(user: Any) -> QuerySet[StudioSession]:
-    return StudioSession.objects.filter(owner=user).select_related("registered_model").order_by("-last_activity")
+    """The sessions list: main sessions and forks (a subagent is reached from its parent)."""
+    return (
+        StudioSession.objects.filter(owner=user)
+        .exclude(kind=SessionKind.SUBAGENT)
+        .select_related("registered_model", "root")
+        .order_by("-last_activity")
+    )
 
 
 def session_for_user(user: Any, session_id: Any) -> StudioSession:
@@ -43,7 +57,9 @@ def session_for_user(user: Any, session_id: Any) -> StudioSession:
     if not user.is_authenticated:
         raise Http404("No such session.")
     try:
-        return StudioSession.objects.select_related("registered_model", "owner").get(pk=session_id, owner_id=user.pk)
+        return StudioSession.objects.select_related("registered_model", "owner", "root").get(
+            pk=session_id, owner_id=user.pk
+        )
     except (StudioSession.DoesNotExist, ValueError, TypeError, ValidationError) as exc:
         raise Http404("No such session.") from exc
 
@@ -53,6 +69,24 @@ def user_owns_session(user_id: int, session_id: str) -> bool:
         return StudioSession.objects.filter(pk=session_id, owner_id=user_id).exists()
     except Exception:  # a malformed id is simply not owned
         return False
+
+
+def root_of(session_id: str) -> str:
+    """The main session whose store a view belongs to (itself for a main session)."""
+    row = StudioSession.objects.filter(pk=session_id).values_list("root_id", flat=True).first()
+    return str(row or session_id)
+
+
+def views_of(root_id: str) -> list[tuple[str, int, str]]:
+    """Every view of a store: (session id, target id, kind), the main session first."""
+    rows = StudioSession.objects.filter(Q(pk=root_id) | Q(root_id=root_id)).values_list("pk", "target_id", "kind")
+    return [(str(pk), int(target), str(kind)) for pk, target, kind in rows]
+
+
+def view_for_target(root: StudioSession, target_id: int) -> StudioSession | None:
+    if target_id == 0:
+        return root
+    return StudioSession.objects.filter(root=root, target_id=target_id).first()
 
 
 def registered_models() -> QuerySet[RegisteredModel]:
@@ -69,7 +103,7 @@ def default_model_for(user: Any) -> RegisteredModel | None:
     """
     models = registered_models()
     last = (
-        StudioSession.objects.filter(owner=user, registered_model__enabled=True)
+        StudioSession.objects.filter(owner=user, registered_model__enabled=True, kind=SessionKind.MAIN)
         .order_by("-created_at")
         .values_list("registered_model_id", flat=True)
         .first()
@@ -79,18 +113,42 @@ def default_model_for(user: Any) -> RegisteredModel | None:
     return (models.filter(pk=last).first() if last else None) or models.filter(provider=Provider.DEMO).first()
 
 
+def provider_name(model: RegisteredModel) -> str:
+    """The provider a runtime resolves for this model (``configure`` names it)."""
+    return "custom" if model.provider == Provider.CUSTOM else str(model.provider)
+
+
+def model_choices(model: RegisteredModel) -> list[RegisteredModel]:
+    """Models a session on ``model`` can switch to with ``configure``: same provider, endpoint,
+    API kind and key — the runtime's credentials — so a switch never sends a key elsewhere."""
+    if model.is_demo:
+        return [model]
+    same = registered_models().filter(
+        provider=model.provider, base_url=model.base_url, api_kind=model.api_kind, api_key=model.api_key
+    )
+    return list(same.exclude(model_id=""))
+
+
 def session_config(session_id: str) -> SessionConfig:
+    """What the host needs for a view: its store's options (the main session's) and target."""
     from studio.hosts import SessionConfig
 
-    session = StudioSession.objects.select_related("registered_model").get(pk=session_id)
+    session = StudioSession.objects.select_related("registered_model", "root__registered_model").get(pk=session_id)
+    root = session.root or session
+    model = root.registered_model
+    models = {m.model_id: m.attributes for m in model_choices(model) if m.attributes and not m.is_demo}
     return SessionConfig(
         session_id=str(session.pk),
-        store_path=session.store_path,
-        workdir=session.workdir,
-        permission_policy=session.permission_policy,
-        effort=session.effort,
-        mode=session.mode,
-        model_options=session.registered_model.runtime_options(),
+        store_path=root.store_path,
+        workdir=root.workdir,
+        permission_policy=root.permission_policy,
+        effort=root.effort,
+        mode=root.mode,
+        model_options=model.runtime_options(),
+        root_id=str(root.pk),
+        target_id=int(session.target_id),
+        kind=str(session.kind),
+        models=models,
     )
 
 
@@ -99,7 +157,7 @@ def _run_dict(run: Run) -> dict[str, Any]:
 
 
 def pending_run(session_id: str) -> dict[str, Any] | None:
-    """The run paused for a plan review or questions, if any (the newest one)."""
+    """The turn paused for a plan review or questions, if any (the newest one)."""
     run = Run.objects.filter(session_id=session_id, status=RunStatus.PAUSED).order_by("-started_at", "-id").first()
     return _run_dict(run) if run is not None else None
 
@@ -127,47 +185,55 @@ def normalize_questions(questions: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def interrupted_run(session_id: str) -> dict[str, Any] | None:
-    """A run Studio recorded as running that no host is running (the process was restarted)."""
-    run = Run.objects.filter(session_id=session_id, status=RunStatus.RUNNING).order_by("-started_at", "-id").first()
-    return _run_dict(run) if run is not None else None
-
-
-def tool_timings(session_id: str) -> dict[str, dict[str, Any]]:
+def tool_timings(root_id: str, ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Status, duration and start of tool calls (by the runtime's display call id)."""
+    rows = ToolCall.objects.filter(session_id=root_id)
+    if ids is not None:
+        rows = rows.filter(tool_call_id__in=ids)
     return {
-        t.tool_call_id: {"status": t.status, "duration_ms": t.duration_ms}
-        for t in ToolCall.objects.filter(session_id=session_id).only("tool_call_id", "status", "duration_ms")
+        t.tool_call_id: {
+            "status": t.status,
+            "duration_ms": t.duration_ms,
+            "started_ms": int(t.started_at.timestamp() * 1000),
+        }
+        for t in rows.only("tool_call_id", "status", "duration_ms", "started_at")
     }
 
 
-def run_notices(session_id: str, *, exclude_request_id: str | None = None) -> list[dict[str, str] | None]:
-    """Per prompt-carrying run, how it ended when that deserves a notice in the conversation.
+def run_notices(session_id: str, prompts: set[str] | None = None) -> dict[str, list[dict[str, str] | None]]:
+    """How each prompt-carrying turn ended when that deserves a notice, by prompt text.
 
-    ``exclude_request_id``: the run being shown live (its turn is not in the settled
-    transcript yet), so the earlier runs' notices stay in place while it runs.
+    Turns are matched to their run by the prompt's text in order (a queued follow-up and a steer
+    can be placed in another order than they were sent), so a notice lands on its own turn.
+    ``prompts`` limits the query to the prompts on screen.
     """
-    notices: list[dict[str, str] | None] = []
-    runs = Run.objects.filter(session_id=session_id).exclude(prompt="").order_by("started_at", "id")
-    if exclude_request_id:
-        runs = runs.exclude(request_id=exclude_request_id)
+    notices: dict[str, list[dict[str, str] | None]] = {}
+    runs = (
+        Run.objects.filter(session_id=session_id)
+        .exclude(prompt="")
+        .exclude(status__in=(RunStatus.QUEUED, RunStatus.WITHDRAWN, RunStatus.CANCELLED))
+        .order_by("started_at", "id")
+    )
+    if prompts is not None:
+        runs = runs.filter(prompt__in=prompts)
     for run in runs:
+        notice: dict[str, str] | None
         if run.status == RunStatus.FAILED:
-            notices.append({"level": "error", "title": "The run failed", "code": run.error_code, "text": run.error})
+            notice = {"level": "error", "title": "The run failed", "code": run.error_code, "text": run.error}
         elif run.status == RunStatus.ABORTED and run.error_code == "cancelled_offline":
-            notices.append({"level": "stopped", "title": "Stopped", "code": "", "text": "Cancelled by an admin."})
+            notice = {"level": "stopped", "title": "Stopped", "code": "", "text": "Cancelled by an admin."}
         elif run.status == RunStatus.ABORTED:
-            notices.append({"level": "stopped", "title": "Stopped", "code": "", "text": ""})
+            notice = {"level": "stopped", "title": "Stopped", "code": "", "text": ""}
         elif dropped := [r for r in run.retries if r.get("kind") == "dropped"]:
-            notices.append(
-                {
-                    "level": "info",
-                    "title": f"Recovered after {len(dropped)} network retr{'y' if len(dropped) == 1 else 'ies'}",
-                    "code": "",
-                    "text": str(dropped[-1].get("reason") or ""),
-                }
-            )
+            notice = {
+                "level": "info",
+                "title": f"Recovered after {len(dropped)} network retr{'y' if len(dropped) == 1 else 'ies'}",
+                "code": "",
+                "text": str(dropped[-1].get("reason") or ""),
+            }
         else:
-            notices.append(None)
+            notice = None
+        notices.setdefault(run.prompt, []).append(notice)
     return notices
 
 
@@ -177,38 +243,60 @@ _TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "cache_creation_tokens",
 _COST_FIELDS = ("cost_input", "cost_output", "cost_cache_read", "cost_cache_write")
 
 
-def usage_context(session: StudioSession) -> dict[str, Any]:
+def usage_context(session: StudioSession, targets: set[int] | None = None) -> dict[str, Any]:
     """Usage per turn and per session, each token class priced separately, never summed twice.
 
-    Reasoning tokens are part of output tokens (they are shown, not added again).
+    Read from Studio's copy of the store's usage ledger (``UsageRecord``, one row per settled
+    model call, reconciled with the store): the runtime's price of each token class is kept, so
+    cached input and cache writes are priced on their own. ``targets`` limits it to the calls of
+    some conversations of the store (a view and its subagents). Reasoning tokens are part of
+    output tokens (they are shown, not added again). Totals are sums in the database; only the
+    newest ``USAGE_TURNS`` turns are grouped here, so a long session costs the same per render.
     """
-    prompts = dict(Run.objects.filter(session=session).values_list("request_id", "prompt"))
+    root = session.root or session
+    records = UsageRecord.objects.filter(session=root)
+    if targets is not None:
+        records = records.filter(target_id__in=targets)
+    sums = records.aggregate(
+        calls=Count("id"), cost=Sum("cost"), **{f: Sum(f) for f in _TOKEN_FIELDS + _COST_FIELDS}
+    )
+    totals: dict[str, Any] = {"calls": sums["calls"] or 0, "cost": sums["cost"] or Decimal(0)}
+    for f in _TOKEN_FIELDS:
+        totals[f] = sums[f] or 0
+    for f in _COST_FIELDS:
+        totals[f] = sums[f] or Decimal(0)
+    totals["tokens"] = sum(totals[f] for f in _TOKEN_FIELDS[:4])
+    columns = ("request_id", "model", "target_id", "cost", *_TOKEN_FIELDS, *_COST_FIELDS)
+    newest = list(records.order_by("-id").values(*columns)[: USAGE_TURNS * 4])
+    newest.reverse()
     turns: OrderedDict[str, dict[str, Any]] = OrderedDict()
-    for record in UsageRecord.objects.filter(session=session).order_by("created_at", "id"):
+    for record in newest:
         turn = turns.setdefault(
-            record.request_id,
+            record["request_id"],
             {
-                "request_id": record.request_id,
-                "prompt": prompts.get(record.request_id, ""),
+                "request_id": record["request_id"],
+                "prompt": "",
                 "calls": 0,
                 "cost": Decimal(0),
+                "model": record["model"],
+                "target_id": record["target_id"],
             }
             | dict.fromkeys(_TOKEN_FIELDS, 0)
             | dict.fromkeys(_COST_FIELDS, Decimal(0)),
         )
         turn["calls"] += 1
-        turn["cost"] += record.cost
+        turn["cost"] += record["cost"]
+        turn["model"] = record["model"] or turn["model"]
         for f in _TOKEN_FIELDS + _COST_FIELDS:
-            turn[f] += getattr(record, f)
-    rows = list(turns.values())
-    totals: dict[str, Any] = {
-        "calls": sum(r["calls"] for r in rows),
-        "cost": sum((r["cost"] for r in rows), Decimal(0)),
-    }
-    for f in _TOKEN_FIELDS:
-        totals[f] = sum(r[f] for r in rows)
-    for f in _COST_FIELDS:
-        totals[f] = sum((r[f] for r in rows), Decimal(0))
+            turn[f] += record[f]
+    rows = list(turns.values())[-USAGE_TURNS:]
+    prompts = dict(
+        Run.objects.filter(session__in=[session, root], request_id__in=[r["request_id"] for r in rows]).values_list(
+            "request_id", "prompt"
+        )
+    )
+    for row in rows:
+        row["prompt"] = prompts.get(row["request_id"], "")
     priced = any(totals[f] for f in _COST_FIELDS)
 
     def class_costs(row: dict[str, Any]) -> dict[str, Decimal] | None:
@@ -225,7 +313,13 @@ def usage_context(session: StudioSession) -> dict[str, Any]:
     for row in rows:
         row["class_costs"] = class_costs(row)
     totals["class_costs"] = class_costs(totals)
-    return {"usage_rows": rows, "usage_totals": totals, "usage_chart": _usage_chart(rows)}
+    turn_count = records.values("request_id").distinct().count() if len(turns) >= USAGE_TURNS else len(rows)
+    return {
+        "usage_rows": rows,
+        "usage_rows_total": turn_count,
+        "usage_totals": totals,
+        "usage_chart": _usage_chart(rows),
+    }
 
 
 def _usage_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -238,6 +332,7 @@ def _usage_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     bar_w = max(4, (width - gap * (len(shown) - 1)) // max(len(shown), 1))
     bar_w = min(bar_w, 28)
     bars = []
+    offset = len(rows) - len(shown)
     for i, row in enumerate(shown):
         x = i * (bar_w + gap)
         y = height
@@ -249,43 +344,53 @@ def _usage_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
             y -= h
             segments.append({"y": round(y, 2), "h": h, "css": css})
         total = sum(row[f] for f in _TOKEN_FIELDS[:4])
-        bars.append({"x": x, "w": bar_w, "segments": segments, "label": f"Turn {i + 1}: {total:,} tokens"})
+        bars.append({"x": x, "w": bar_w, "segments": segments, "label": f"Turn {offset + i + 1}: {total:,} tokens"})
     return {"bars": bars, "width": width, "height": height}
 
 
 def _tools_exposed(session: StudioSession) -> list[str]:
     read_tools = ["read", "grep", "find", "ls"]
-    if session.mode == "plan":
-        return [*read_tools, "ask_user"]
     if session.permission_policy == "read-only":
         return read_tools
     return [*read_tools, "write", "edit", "bash"]
 
 
-def records_context(session: StudioSession) -> dict[str, Any]:
+def _store_facts(store_path: str) -> dict[str, Any]:
+    from studio.ledger import read_schema_version
+
     try:
-        size = os.path.getsize(session.store_path)
+        size = os.path.getsize(store_path)
     except OSError:
         size = None
-    model = session.registered_model
+    try:
+        schema = read_schema_version(store_path)
+    except Exception:
+        schema = None
+    return {"size": size, "schema_version": schema}
+
+
+def records_context(session: StudioSession, snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    """The Records tab: what the snapshot's ``records`` say, plus Studio's own facts."""
+    root = session.root or session
+    model = root.registered_model
+    sections = trace.records_sections((snapshot or {}).get("records"))
     return {
         "records": {
             "model": model.public_description(),
             "is_demo": model.is_demo,
-            "tools": _tools_exposed(session),
-            "permission_policy": session.get_permission_policy_display(),
-            "mode": session.get_mode_display(),
-            "effort": session.get_effort_display(),
-            "store_path": session.store_path,
-            "store_size": size,
-            "workdir": session.workdir,
-            "owner": session.owner.get_username(),
-            "attributes_json": rendering.pretty_json(model.attributes) if model.attributes else "",
-        }
+            "tools": _tools_exposed(root),
+            "permission_policy": root.get_permission_policy_display(),
+            "workdir": root.workdir,
+            "store_path": root.store_path,
+            "owner": root.owner.get_username(),
+            **_store_facts(root.store_path),
+        },
+        "sections": sections,
+        "runtime_model": sections["model"],
     }
 
 
-def plan_context(session: StudioSession) -> dict[str, Any]:
+def plan_context(session: StudioSession, snapshot: dict[str, Any] | None) -> dict[str, Any]:
     approvals = list(Approval.objects.filter(session=session).order_by("created_at", "id"))
     latest = approvals[-1] if approvals else None
     return {
@@ -293,49 +398,156 @@ def plan_context(session: StudioSession) -> dict[str, Any]:
         "latest_plan": latest,
         "latest_plan_items": rendering.plan_items(latest.plan) if latest else [],
         "latest_plan_html": rendering.render_markdown(latest.plan) if latest else "",
+        "checklist": trace.plan_of(snapshot, session.target_id),
     }
 
 
-def trace_context(session: StudioSession) -> dict[str, Any]:
-    tasks = list(ToolCall.objects.filter(session=session).order_by("started_at", "id"))[-200:]
-    for task in tasks:
-        task.args_json = rendering.pretty_json(task.arguments)  # type: ignore[attr-defined]
-        task.key_arg = rendering.key_argument(task.name, task.arguments)  # type: ignore[attr-defined]
+def trace_context(session: StudioSession, state: HostState, *, page: int = 0) -> dict[str, Any]:
+    snapshot = state.snapshot
+    targets = trace.subtree_targets(snapshot or {}, session.target_id)
+    ids = [
+        str(t.get("task_id"))
+        for t in [*(snapshot or {}).get("tasks", []), *(snapshot or {}).get("history", [])]
+        if t.get("kind") in ("tool", "subagent")
+    ]
+    tree = trace.task_tree(snapshot, session.target_id, timings=tool_timings(session.root_id_str, ids), page=page)
+    usage = trace.usage_for(snapshot, session.target_id)
     return {
         "session": session,
-        "tasks": tasks,
-        "tasks_running": sum(1 for t in tasks if t.status == "running"),
-        **usage_context(session),
-        **plan_context(session),
-        **records_context(session),
+        "tree": tree,
+        "tasks_running": tree.running,
+        "usage": usage,
+        **usage_context(session, targets),
+        **plan_context(session, snapshot),
+        **records_context(session, snapshot),
     }
+
+
+def controls_context(session: StudioSession, state: HostState) -> dict[str, Any]:
+    """The snapshot-driven controls: status, queue chips, model and effort, links."""
+    context = state.context() or {}
+    config = context.get("config") or {}
+    root = session.root or session
+    choices = model_choices(root.registered_model)
+    configured = config.get("model") or {}
+    current_model = next((m for m in choices if m.model_id == configured.get("model_id")), None)
+    if current_model is None and not configured:
+        current_model = root.registered_model
+    parent = None
+    if session.kind != SessionKind.MAIN:
+        parent_target = context.get("parent_target_id")
+        if parent_target is None and context.get("forked_from"):
+            parent_target = context["forked_from"].get("target_id")
+        parent = view_for_target(root, int(parent_target or 0)) if parent_target is not None else root
+    status = context.get("status") or "idle"
+    running = state.running
+    return {
+        "context_status": status,
+        "busy": running or status in ("running", "queued"),
+        "queue": [q for q in context.get("queue") or [] if q.get("kind") == "input"],
+        "config": {
+            "version": int(config.get("version") or 0),
+            "effort": config.get("effort") or root.effort,
+            "model_id": (configured.get("model_id") if configured else None) or root.registered_model.model_id,
+            "model_pk": current_model.pk if current_model is not None else None,
+            "label": current_model.display_name if current_model is not None else configured.get("model_id", ""),
+        },
+        "model_choices": choices,
+        "effort_choices": Effort.choices,
+        "parent_view": parent,
+        "read_only": session.read_only,
+        "view_status": _status_of(session, state),
+    }
+
+
+def _status_of(session: StudioSession, state: HostState) -> tuple[str, str]:
+    """(css class, label) of the status pill, from the snapshot (honest about background work)."""
+    if state.snapshot is None:
+        return session.status, session.get_status_display()
+    status = trace.view_status(state.snapshot, session.target_id, live=state.live is not None)
+    labels = {"running": "Running", "waiting": "Waiting for you", "failed": "Failed", "idle": "Idle"}
+    context = state.context() or {}
+    if status == "running" and context.get("status") == "idle" and state.live is None:
+        return "running", "Working in the background"
+    return status, labels.get(status, status)
+
+
+def conversation_context(session: StudioSession, state: HostState) -> dict[str, Any]:
+    """The conversation: the newest settled turns (a window) and the live turn."""
+    from studio.hosts import live_prefix
+
+    live = state.live_turn()
+    turns = rendering.transcript_turns(state.settled_transcript)
+    total = len(turns)
+    first = max(0, total - CONVERSATION_WINDOW)
+    window = turns[first:]
+    _attach_timings(session, window)
+    _attach_notices(session, turns, window)
+    return {
+        "turns": window,
+        "turns_first": first,
+        "turns_total": total,
+        "turns_generation": rendering.generation_of(state.transcript),
+        "live": live,
+        "live_prefix": live_prefix(live["request_id"]) if live else "",
+    }
+
+
+def turns_page(session: StudioSession, state: HostState, start: int, end: int) -> dict[str, Any]:
+    """Settled turns ``[start, end)`` for "Show earlier" (clamped to what exists)."""
+    turns = rendering.transcript_turns(state.settled_transcript)
+    start = max(0, min(start, len(turns)))
+    end = max(start, min(end, len(turns), start + TURNS_PAGE))
+    page = turns[start:end]
+    _attach_timings(session, page)
+    _attach_notices(session, turns, page)
+    return {"turns": page, "start": start, "end": end, "generation": rendering.generation_of(state.transcript)}
+
+
+def _attach_timings(session: StudioSession, turns: list[rendering.Turn]) -> None:
+    tools = [b for t in turns for b in t.blocks if b.kind == "tool"]
+    if not tools:
+        return
+    timings = tool_timings(session.root_id_str, [b.tool_call_id for b in tools])
+    for block in tools:
+        timing = timings.get(block.tool_call_id) or {}
+        if block.status == "pending" and timing.get("status"):
+            block.status = str(timing["status"])
+        block.duration_ms = timing.get("duration_ms")
+
+
+def _attach_notices(session: StudioSession, all_turns: list[rendering.Turn], shown: list[rendering.Turn]) -> None:
+    notices = run_notices(str(session.pk), {t.prompt for t in shown if t.prompt is not None})
+    if not notices:
+        return
+    seen: dict[str, int] = {}
+    shown_keys = {t.key for t in shown}
+    for turn in all_turns:
+        if turn.prompt is None:
+            continue
+        n = seen.get(turn.prompt, 0)
+        seen[turn.prompt] = n + 1
+        options = notices.get(turn.prompt) or []
+        if turn.key in shown_keys and n < len(options):
+            turn.notice = options[n]
 
 
 def session_page_context(session: StudioSession, state: HostState) -> dict[str, Any]:
-    from studio.hosts import live_prefix
-
     session.refresh_from_db()
-    pending = pending_run(str(session.pk)) if not state.running else None
+    pending = pending_run(str(session.pk)) if state.live is None else None
     pending_info = (pending or {}).get("pending")
     if pending_info and pending_info.get("kind") == "ask_user":
         pending_info = {**pending_info, "questions": normalize_questions(pending_info.get("questions") or [])}
-    live = state.live_turn()
-    turns = rendering.transcript_turns(
-        state.settled_transcript,
-        tool_timings=tool_timings(str(session.pk)),
-        run_notices=run_notices(
-            str(session.pk), exclude_request_id=live["request_id"] if live and live["prompt"] is not None else None
-        ),
-    )
+    conversation = conversation_context(session, state)
     if pending_info and pending_info.get("kind") == "plan":
-        rendering.drop_plan_answer(turns, pending_info.get("plan") or "")
+        rendering.drop_plan_answer(conversation["turns"], pending_info.get("plan") or "")
+    root = session.root or session
     context = {
         "session": session,
-        "model": session.registered_model,
+        "root": root,
+        "model": root.registered_model,
         "running": state.running,
-        "turns": turns,
-        "live": live,
-        "live_prefix": live_prefix(live["request_id"]) if live else "",
+        **conversation,
         "pending": pending_info,
         "pending_plan_items": rendering.plan_items(pending_info.get("plan") or "")
         if pending_info and pending_info.get("kind") == "plan"
@@ -343,19 +555,64 @@ def session_page_context(session: StudioSession, state: HostState) -> dict[str, 
         "pending_plan_html": rendering.render_markdown(pending_info.get("plan") or "")
         if pending_info and pending_info.get("kind") == "plan"
         else "",
-        "context_usage": (live or {}).get("context_usage") or state.context_usage,
+        "context_usage": (state.live or {}).get("context_usage") or state.context_usage,
         "host_epoch": state.epoch,
         "host_seq": state.seq,
     }
-    context.update(trace_context(session))
+    context.update(controls_context(session, state))
+    context.update(trace_context(session, state))
     return context
 
 
+def _view(session_id: str) -> StudioSession:
+    return StudioSession.objects.select_related(
+        "registered_model", "owner", "root__registered_model", "root__owner"
+    ).get(pk=session_id)
+
+
 def render_full_regions(session_id: str, state: HostState) -> str:
-    session = StudioSession.objects.select_related("registered_model", "owner").get(pk=session_id)
-    return rendering.render_regions(session_page_context(session, state))
+    return rendering.render_regions(session_page_context(_view(session_id), state))
 
 
-def render_trace_regions(session_id: str) -> str:
-    session = StudioSession.objects.select_related("registered_model", "owner").get(pk=session_id)
-    return rendering.render_trace(trace_context(session))
+def render_patch_regions(
+    session_id: str,
+    state: HostState,
+    *,
+    added: list[Any],
+    changed: list[Any],
+    ring: bool,
+    controls: bool,
+    trace: bool,
+) -> str:
+    """A live push: changed blocks of the live turn, and the snapshot-driven regions."""
+    from studio.hosts import live_prefix
+
+    session = _view(session_id)
+    parts: list[str] = []
+    live = state.live
+    if live is not None:
+        prefix = live_prefix(live["request_id"])
+        if added:
+            parts.append(
+                rendering.oob("".join(rendering.render_block(b, prefix) for b in added), "beforeend:#live-blocks")
+            )
+        parts.extend(rendering.render_block_parts(b, prefix) for b in changed)
+    if ring:
+        parts.append(rendering.render_context_ring((live or {}).get("context_usage") or state.context_usage, oob=True))
+    if controls or trace:
+        context: dict[str, Any] = {
+            "session": session,
+            "running": state.running,
+            "model": (session.root or session).registered_model,
+        }
+        context.update(controls_context(session, state))
+        if controls:
+            parts.append(rendering.render_controls(context))
+        if trace:
+            context.update(trace_context(session, state))
+            parts.append(rendering.render_trace(context))
+    return "".join(parts)
+
+
+def task_history_page(session: StudioSession, state: HostState, page: int) -> dict[str, Any]:
+    return trace_context(session, state, page=page)

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import F, Sum
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from studio.live import clip
@@ -25,6 +25,7 @@ from studio.models import (
     RegisteredModel,
     Run,
     RunStatus,
+    SessionKind,
     SessionStatus,
     StudioSession,
     ToolCall,
@@ -110,19 +111,46 @@ def _title_from(prompt: str) -> str:
 # --- called by the session host -----------------------------------------------------------------
 
 
-def run_begin(session_id: str, *, request_id: str, prompt: str, agent: str, effort: str) -> None:
+def run_submitted(
+    session_id: str, *, request_id: str, prompt: str, agent: str, status: str, mode: str = "", effort: str = ""
+) -> None:
+    """A prompt the person sent: a turn that runs now (``running``) or waits (``queued``)."""
     with transaction.atomic():
         session = StudioSession.objects.select_for_update().get(pk=session_id)
-        Run.objects.create(
-            session=session, request_id=request_id, prompt=prompt, agent=agent or Mode.BUILD, effort=effort or ""
+        Run.objects.update_or_create(
+            session=session,
+            request_id=request_id,
+            defaults={
+                "prompt": prompt,
+                "agent": agent or Mode.BUILD,
+                "effort": effort or "",
+                "status": status,
+                "mode": mode if mode in ("follow_up", "steer") else "",
+            },
         )
-        session.status = SessionStatus.RUNNING
         session.last_activity = timezone.now()
-        fields = ["status", "last_activity"]
+        fields = ["last_activity"]
+        if status == RunStatus.RUNNING:
+            session.status = SessionStatus.RUNNING
+            fields.append("status")
         if not session.title and prompt.strip():
             session.title = _title_from(prompt)
             fields.append("title")
         session.save(update_fields=fields)
+
+
+def run_begin(session_id: str, *, request_id: str, prompt: str, agent: str, effort: str) -> None:
+    """A turn that starts now (kept for callers of the first Studio API)."""
+    run_submitted(session_id, request_id=request_id, prompt=prompt, agent=agent, status="running", effort=effort)
+
+
+def run_status(session_id: str, request_id: str, status: str) -> None:
+    """A queued input's fate: withdrawn, placed in the running turn, cancelled."""
+    Run.objects.filter(session_id=session_id, request_id=request_id).update(status=status)
+
+
+def run_mode(session_id: str, request_id: str, mode: str) -> None:
+    Run.objects.filter(session_id=session_id, request_id=request_id).update(mode=mode)
 
 
 def run_resumed(session_id: str, request_id: str) -> None:
@@ -150,14 +178,6 @@ def plan_decided(session_id: str, request_id: str, approval_id: str, approved: b
             StudioSession.objects.filter(pk=session_id).update(mode=Mode.BUILD)
 
 
-_SESSION_STATUS = {
-    RunStatus.COMPLETED: SessionStatus.IDLE,
-    RunStatus.ABORTED: SessionStatus.IDLE,
-    RunStatus.PAUSED: SessionStatus.WAITING,
-    RunStatus.FAILED: SessionStatus.FAILED,
-}
-
-
 def run_end(
     session_id: str,
     request_id: str,
@@ -166,42 +186,125 @@ def run_end(
     error_code: str = "",
     error: str = "",
     pending: dict[str, Any] | None = None,
+    prompt: str = "",
 ) -> None:
+    """A turn ended (or paused). Turns Studio did not start (a subagent's, a delivered result)
+    get their row here, so every turn of a view has one."""
     now = timezone.now()
     with transaction.atomic():
-        Run.objects.filter(session_id=session_id, request_id=request_id).update(
-            status=status, error_code=error_code, error=error[:5000], pending=pending, ended_at=now
+        run, _created = Run.objects.get_or_create(
+            session_id=session_id, request_id=request_id, defaults={"prompt": prompt, "status": status}
         )
+        run.status = status
+        run.error_code = error_code
+        run.error = error[:5000]
+        run.pending = pending
+        run.ended_at = now
+        run.save(update_fields=["status", "error_code", "error", "pending", "ended_at"])
         if status == RunStatus.ABORTED:
-            ToolCall.objects.filter(session_id=session_id, request_id=request_id, status="running").update(
-                status="interrupted"
-            )
+            ToolCall.objects.filter(request_id=request_id, status="running").update(status="interrupted")
         if pending and pending.get("kind") == "plan" and pending.get("approval_id"):
             Approval.objects.update_or_create(
                 session_id=session_id,
                 approval_id=pending["approval_id"],
                 defaults={"request_id": request_id, "plan": pending.get("plan") or ""},
             )
-        StudioSession.objects.filter(pk=session_id).update(
-            status=_SESSION_STATUS.get(RunStatus(status), SessionStatus.IDLE), last_activity=now
-        )
+        StudioSession.objects.filter(pk=session_id).update(last_activity=now)
 
 
-def record_event(session_id: str, request_id: str, event: dict[str, Any]) -> None:
-    """Keep what the trace tabs need from one run event (tool, usage, plan, approval, retry)."""
+def runs_reconcile(views: dict[int, str], turns: list[dict[str, Any]]) -> int:
+    """Studio's turn rows follow the store: a turn Studio still shows as running (or queued)
+    that the store finished while no host watched — the process died before the end event
+    reached Studio — takes the store's outcome. Returns the rows changed. (One query when, as
+    usually, nothing is open.)"""
+    open_statuses = (RunStatus.RUNNING, RunStatus.QUEUED)
+    open_runs = {
+        (str(session_id), request_id)
+        for session_id, request_id in Run.objects.filter(
+            session_id__in=list(views.values()), status__in=open_statuses
+        ).values_list("session_id", "request_id")
+    }
+    changed = 0
+    for turn in turns:
+        status = str(turn.get("status"))
+        view_id = views.get(int(turn.get("target_id") or 0))
+        if view_id is None or (view_id, turn["request_id"]) not in open_runs:
+            continue
+        if status not in ("completed", "failed", "aborted", "withdrawn", "cancelled"):
+            continue  # still open, or paused: a pause is written by its end event, which a resume replays
+        updates: dict[str, Any] = {"status": status, "ended_at": timezone.now()}
+        if status in ("failed", "aborted"):
+            updates.update(error_code=turn.get("reason") or "", error=(turn.get("detail") or "")[:5000])
+        changed += Run.objects.filter(session_id=view_id, request_id=turn["request_id"]).update(**updates)
+    return changed
+
+
+def view_statuses(statuses: dict[str, str]) -> None:
+    """The sessions list's status of each view, as the latest snapshot says."""
+    for session_id, status in statuses.items():
+        StudioSession.objects.filter(pk=session_id).update(status=status)
+
+
+def fork_create(session_id: str, *, target_id: int) -> str:
+    """A fork (a new conversation of the same store) as its own Studio session."""
+    view = StudioSession.objects.select_related("root").get(pk=session_id)
+    root = view.root or view
+    fork, _created = StudioSession.objects.get_or_create(
+        root=root,
+        target_id=target_id,
+        defaults={
+            "owner_id": view.owner_id,
+            "kind": SessionKind.FORK,
+            "title": f"Fork of {view}"[:200],
+            "registered_model_id": root.registered_model_id,
+            "workdir": root.workdir,
+            "store_path": root.store_path,
+            "permission_policy": root.permission_policy,
+            "effort": root.effort,
+            "mode": Mode.BUILD,
+        },
+    )
+    return str(fork.pk)
+
+
+def subagent_view(root: StudioSession, target_id: int, label: str) -> StudioSession:
+    """The read-only page of a subagent (created the first time someone opens it)."""
+    view, _created = StudioSession.objects.get_or_create(
+        root=root,
+        target_id=target_id,
+        defaults={
+            "owner_id": root.owner_id,
+            "kind": SessionKind.SUBAGENT,
+            "title": (f"Subagent: {label}" if label else f"Subagent {target_id}")[:200],
+            "registered_model_id": root.registered_model_id,
+            "workdir": root.workdir,
+            "store_path": root.store_path,
+            "permission_policy": root.permission_policy,
+            "effort": root.effort,
+            "mode": Mode.BUILD,
+        },
+    )
+    return view
+
+
+def record_event(root_id: str, view_id: str | None, request_id: str, event: dict[str, Any]) -> None:
+    """Keep what the trace needs from one event: tool timings and usage on the main session
+    (they are keyed by ids unique in the store), plan reviews and retries on the view."""
     kind = event["type"]
     if kind == "tool":
-        _record_tool(session_id, request_id, event)
+        _record_tool(root_id, request_id, event)
     elif kind == "usage":
-        record_usage(session_id, request_id, event)
+        record_usage(root_id, request_id, event, target_id=int(event.get("target_id") or 0))
     elif kind == "plan" and event.get("approval_id"):
         defaults: dict[str, Any] = {"request_id": request_id}
         if event.get("text"):
             defaults["plan"] = event["text"]
-        Approval.objects.update_or_create(session_id=session_id, approval_id=event["approval_id"], defaults=defaults)
+        Approval.objects.update_or_create(
+            session_id=view_id or root_id, approval_id=event["approval_id"], defaults=defaults
+        )
     elif kind == "approval":
         Approval.objects.update_or_create(
-            session_id=session_id,
+            session_id=view_id or root_id,
             approval_id=event["approval_id"],
             defaults={
                 "request_id": request_id,
@@ -210,9 +313,9 @@ def record_event(session_id: str, request_id: str, event: dict[str, Any]) -> Non
                 "decided_at": timezone.now(),
             },
         )
-    elif kind == "retry":
+    elif kind == "retry" and view_id is not None:
         with transaction.atomic():
-            run = Run.objects.select_for_update().filter(session_id=session_id, request_id=request_id).first()
+            run = Run.objects.select_for_update().filter(session_id=view_id, request_id=request_id).first()
             if run is not None:
                 run.retries = [
                     *run.retries,
@@ -234,7 +337,9 @@ def _record_tool(session_id: str, request_id: str, event: dict[str, Any]) -> Non
     )
 
 
-def record_usage(session_id: str, request_id: str, usage: dict[str, Any], *, touch: bool = True) -> bool:
+def record_usage(
+    session_id: str, request_id: str, usage: dict[str, Any], *, touch: bool = True, target_id: int = 0
+) -> bool:
     """Upsert one usage record; session totals grow only when the record is new.
 
     ``touch=False`` (a reconciliation, not new activity) leaves ``last_activity`` alone."""
@@ -249,50 +354,106 @@ def record_usage(session_id: str, request_id: str, usage: dict[str, Any], *, tou
                 session_id=session_id,
                 record_id=str(usage["record_id"]),
                 request_id=request_id,
+                target_id=target_id,
                 model=str(usage.get("model") or ""),
                 cost=cost,
                 **class_costs,
                 **values,
             )
-            StudioSession.objects.filter(pk=session_id).update(
-                cost=F("cost") + cost,
-                **({"last_activity": timezone.now()} if touch else {}),
-                **{f: F(f) + v for f, v in values.items()},
-            )
+            if target_id == 0:  # the main conversation's totals grow live; views are summed per turn
+                StudioSession.objects.filter(pk=session_id).update(
+                    cost=F("cost") + cost,
+                    **({"last_activity": timezone.now()} if touch else {}),
+                    **{f: F(f) + v for f, v in values.items()},
+                )
     except IntegrityError:
         return False  # already recorded: a replayed report must not count twice
     return True
 
 
-def usage_sync(session_id: str, ledger: list[Any]) -> int:
+def usage_sync(session_id: str, ledger: list[Any], targets: dict[str, int] | None = None) -> int:
     """Make Studio's usage equal the store's ledger (a projection of it); returns rows added.
 
     Rows the store committed but Studio never saw (lost events: a crash between the
-    runtime's commit and Studio's write) are added, keyed by ``record_id`` so nothing counts
-    twice; then the session totals are recomputed as sums of the records, never adjusted.
+    runtime's commit and Studio's write; background compactions, which report no event) are
+    added, keyed by ``record_id`` so nothing counts twice — in bulk, since a store opened for
+    the first time may hold thousands; then the session totals are recomputed as sums of the
+    records, never adjusted. ``targets`` maps the store's conversation ids to target ids.
     """
-    known = set(UsageRecord.objects.filter(session_id=session_id).values_list("record_id", flat=True))
-    added = 0
+    targets = targets or {}
+    ids = [row.record_id for row in ledger]
+    known: set[str] = set()
+    for start in range(0, len(ids), 500):
+        known.update(
+            UsageRecord.objects.filter(session_id=session_id, record_id__in=ids[start : start + 500]).values_list(
+                "record_id", flat=True
+            )
+        )
+    fields = ("input_tokens", "cached_input_tokens", "cache_creation_tokens", "output_tokens", "reasoning_tokens")
+    new_rows = []
     for row in ledger:
         if row.record_id in known:
             continue
-        payload = {**row.payload, "record_id": row.record_id}
-        if record_usage(session_id, str(payload.get("request_id") or ""), payload, touch=False):
-            added += 1
-    usage_totals_recompute(session_id)
-    return added
+        known.add(row.record_id)
+        payload = row.payload
+        detail = payload.get("cost_detail") or {}
+        new_rows.append(
+            UsageRecord(
+                session_id=session_id,
+                record_id=row.record_id,
+                request_id=str(payload.get("request_id") or "") or _request_of(row.record_id),
+                target_id=targets.get(getattr(row, "conversation_id", ""), 0),
+                model=str(payload.get("model") or ""),
+                cost=_usd(payload.get("cost")),
+                **{f"cost_{k}": _usd(detail.get(k)) for k in ("input", "output", "cache_read", "cache_write")},
+                **{f: int(payload.get(f) or 0) for f in fields},
+            )
+        )
+    UsageRecord.objects.bulk_create(new_rows, batch_size=500, ignore_conflicts=True)
+    if new_rows:
+        usage_totals_recompute(session_id)
+    positions = [int(getattr(row, "pos", 0) or 0) for row in ledger]
+    if positions:
+        StudioSession.objects.filter(pk=session_id, ledger_pos__lt=max(positions)).update(ledger_pos=max(positions))
+    return len(new_rows)
 
 
-def usage_totals_recompute(session_id: str) -> None:
-    """Session totals = the sums of its usage records (DURABILITY invariant 5)."""
+def ledger_position(session_id: str) -> int:
+    """Where the store's ledger was last reconciled for this session (see ``usage_sync``)."""
+    return int(StudioSession.objects.filter(pk=session_id).values_list("ledger_pos", flat=True).first() or 0)
+
+
+def _request_of(record_id: str) -> str:
+    parts = record_id.rsplit(":", 2)
+    return parts[0] if len(parts) == 3 else record_id
+
+
+def usage_totals_recompute(session_id: str, targets: set[int] | None = None, *, into: str | None = None) -> None:
+    """Session totals = the sums of its usage records (DURABILITY invariant 5).
+
+    ``targets`` sums only some conversations of the store (default: the main one and its
+    subagents is what the view shows; with no snapshot yet, every record); ``into`` writes the
+    sums on another row (a fork's view, whose records are kept on the main session)."""
     fields = ("input_tokens", "cached_input_tokens", "cache_creation_tokens", "output_tokens", "reasoning_tokens")
     with transaction.atomic():
-        sums = UsageRecord.objects.filter(session_id=session_id).aggregate(
-            cost=Sum("cost"), **{f: Sum(f) for f in fields}
-        )
-        StudioSession.objects.filter(pk=session_id).update(
+        records = UsageRecord.objects.filter(session_id=session_id)
+        if targets is not None:
+            records = records.filter(target_id__in=targets)
+        sums = records.aggregate(cost=Sum("cost"), **{f: Sum(f) for f in fields})
+        StudioSession.objects.filter(pk=into or session_id).update(
             cost=sums["cost"] or Decimal(0), **{f: sums[f] or 0 for f in fields}
         )
+
+
+def view_totals(root_id: str, subtrees: dict[int, set[int]]) -> None:
+    """Every view's tokens and cost: its conversation and its subagents (never a fork's)."""
+    if not subtrees:
+        usage_totals_recompute(root_id)
+        return
+    for view_id, target_id in StudioSession.objects.filter(Q(pk=root_id) | Q(root_id=root_id)).values_list(
+        "pk", "target_id"
+    ):
+        usage_totals_recompute(root_id, subtrees.get(int(target_id), {int(target_id)}), into=str(view_id))
 
 
 def _usd(value: Any) -> Decimal:
@@ -393,7 +554,9 @@ def store_import(
         if created:
             session.delete()
         raise _store_error(exc) from exc
-    StudioSession.objects.filter(pk=session.pk).update(status=SessionStatus.IDLE, last_activity=timezone.now())
+    StudioSession.objects.filter(pk=session.pk).update(
+        status=SessionStatus.IDLE, last_activity=timezone.now(), ledger_pos=0
+    )
     return session
 
 
@@ -406,6 +569,7 @@ def store_cancel_offline(session: StudioSession) -> dict[str, list[str]]:
     from asgiref.sync import async_to_sync
 
     from agentcore import cancel_agent_conversation
+    from studio.extensions import build_registry
 
     store = Path(session.store_path)
     if not store.exists():
@@ -414,13 +578,16 @@ def store_cancel_offline(session: StudioSession) -> dict[str, list[str]]:
     in_layout = store == sessions_dir() / f"{session.pk}.sqlite"
     try:
         result: dict[str, list[str]] = async_to_sync(cancel_agent_conversation)(
-            agent_store_dir=sessions_dir() if in_layout else store, conversation_id=str(session.pk)
+            agent_store_dir=sessions_dir() if in_layout else store,
+            conversation_id=str(session.pk),
+            registry=build_registry(settings.STUDIO_EXTENSIONS),  # so extension tasks run their abort
         )
     except Exception as exc:
         raise _store_error(exc) from exc
     now = timezone.now()
     with transaction.atomic():
-        open_runs = Run.objects.filter(session=session, status__in=(RunStatus.RUNNING, RunStatus.PAUSED))
+        views = Q(session=session) | Q(session__root=session)
+        open_runs = Run.objects.filter(views, status__in=(RunStatus.RUNNING, RunStatus.PAUSED))
         request_ids = list(open_runs.values_list("request_id", flat=True))
         open_runs.update(
             status=RunStatus.ABORTED,
@@ -432,5 +599,7 @@ def store_cancel_offline(session: StudioSession) -> dict[str, list[str]]:
         ToolCall.objects.filter(session=session, request_id__in=request_ids, status="running").update(
             status="interrupted"
         )
-        StudioSession.objects.filter(pk=session.pk).update(status=SessionStatus.IDLE, last_activity=now)
+        StudioSession.objects.filter(Q(pk=session.pk) | Q(root=session)).update(
+            status=SessionStatus.IDLE, last_activity=now
+        )
     return result

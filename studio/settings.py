@@ -216,6 +216,12 @@ STUDIO_RUNTIME_IDLE_SECONDS = float(os.environ.get("STUDIO_RUNTIME_IDLE_SECONDS"
 STUDIO_RUNTIME_FACTORY = os.environ.get("STUDIO_RUNTIME_FACTORY", "")
 # Leave empty to let users pick any existing directory as a workdir; set it to confine them.
 STUDIO_WORKDIR_ROOT = os.environ.get("STUDIO_WORKDIR_ROOT", "")
+# Extensions every session gets, as dotted module paths (like INSTALLED_APPS); each module
+# exposes EXTENSIONS or extensions(). The host builds one registry from them (studio.extensions).
+STUDIO_EXTENSIONS = _env_list("STUDIO_EXTENSIONS", ["studio.extensions.example"])
+# Tools a subagent may get (always intersected with the parent's; a child never delegates).
+STUDIO_SUBAGENT_TOOLS = _env_list("STUDIO_SUBAGENT_TOOLS", ["read", "grep", "find", "ls", "write", "edit", "bash"])
+STUDIO_MAX_SUBAGENTS = int(os.environ.get("STUDIO_MAX_SUBAGENTS", "4"))
 
 # Each record is written once: our loggers do not propagate to the root logger (daphne puts a
 # handler there too), and a refused request (4xx) is one line without a traceback — a denied

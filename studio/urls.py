@@ -17,6 +17,17 @@ app_patterns = (
         path("sessions/<uuid:session_id>/stop/", views.session_stop, name="session_stop"),
         path("sessions/<uuid:session_id>/plan/", views.session_plan, name="session_plan"),
         path("sessions/<uuid:session_id>/answer/", views.session_answer, name="session_answer"),
+        path("sessions/<uuid:session_id>/withdraw/", views.session_withdraw, name="session_withdraw"),
+        path("sessions/<uuid:session_id>/promote/", views.session_promote, name="session_promote"),
+        path("sessions/<uuid:session_id>/cancel-task/", views.session_cancel_task, name="session_cancel_task"),
+        path("sessions/<uuid:session_id>/fork/", views.session_fork, name="session_fork"),
+        path("sessions/<uuid:session_id>/reset/", views.session_reset, name="session_reset"),
+        path("sessions/<uuid:session_id>/configure/", views.session_configure, name="session_configure"),
+        path("sessions/<uuid:session_id>/turns/", views.session_turns, name="session_turns"),
+        path("sessions/<uuid:session_id>/tasks/", views.session_tasks, name="session_tasks"),
+        path(
+            "sessions/<uuid:session_id>/contexts/<int:target_id>/", views.session_context, name="session_context"
+        ),
     ],
     "studio",
 )

@@ -1,4 +1,5 @@
-/* agentcore Studio — the little that htmx cannot do: keys, scroll pinning, tabs, status. */
+/* agentcore Studio — the little that htmx cannot do: keys, scroll pinning, tabs, status,
+   countdowns, open details that survive live pushes, and loading earlier messages. */
 (function () {
   "use strict";
 
@@ -27,6 +28,10 @@
   // what the store holds (the real turn), which removes this placeholder: reconciled. A
   // refused or failed request takes the placeholder away and gives the text back.
   function isComposer(e) { return e.detail && e.detail.elt && e.detail.elt.id === "composer"; }
+  function busy() {
+    var controls = $("#run-controls");
+    return !!controls && controls.dataset.busy === "1";
+  }
   function dropOptimistic() {
     var node = $("#optimistic-turn");
     if (node) node.remove();
@@ -40,6 +45,14 @@
     var ta = $("#prompt"), conversation = $("#conversation");
     var text = ta ? ta.value : "";
     if (!text.trim() || !conversation) return;
+    e.detail.elt.dataset.sentText = text;
+    if (busy()) {
+      // The agent is working: this message queues (or steers); its chip arrives with the next
+      // push. Only the draft is cleared now (and given back if the send is refused).
+      ta.value = "";
+      ta.style.height = "";
+      return;
+    }
     dropOptimistic();
     var turn = document.createElement("section");
     turn.className = "turn live optimistic";
@@ -62,7 +75,6 @@
       el.dataset.hiddenBySend = "1";
     });
     conversation.appendChild(turn);
-    e.detail.elt.dataset.sentText = text;
     ta.value = "";
     ta.style.height = "";
     var send = $("#send-button");
@@ -162,7 +174,101 @@
     });
   });
 
+  // Details a person opened (a task, a checkpoint, a tool call) stay open when a live push
+  // re-renders the region they are in.
+  var openDetails = new Set();
+  document.addEventListener("toggle", function (e) {
+    var el = e.target;
+    if (!el || el.tagName !== "DETAILS" || !el.id) return;
+    if (el.open) openDetails.add(el.id); else openDetails.delete(el.id);
+  }, true);
+  function reopen() {
+    openDetails.forEach(function (id) {
+      var el = document.getElementById(id);
+      if (el && el.tagName === "DETAILS" && !el.open) el.open = true;
+    });
+  }
+
+  // Wake times: the server renders UTC and a countdown; the page shows local time and keeps
+  // the countdown ticking until the task's next snapshot replaces it.
+  function pad(n) { return n < 10 ? "0" + n : "" + n; }
+  function countdown(left) {
+    if (left <= 0) return "firing…";
+    var s = Math.ceil(left / 1000), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
+    s = s % 60;
+    return "in " + (h ? h + ":" + pad(m) : m) + ":" + pad(s);
+  }
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll(".countdown[data-until]").forEach(function (el) {
+      var text = countdown(Number(el.dataset.until) - now);
+      if (el.textContent !== text) el.textContent = text;
+    });
+    document.querySelectorAll("time[data-ms]:not([data-local])").forEach(function (el) {
+      el.textContent = new Date(Number(el.dataset.ms)).toLocaleTimeString();
+      el.dataset.local = "1";
+    });
+  }
+  setInterval(tick, 500);
+
+  // Earlier messages: the page shows the newest turns; older ones load on request into
+  // #conversation-older, which live pushes never touch. If the window of newest turns moves
+  // on (new turns), the gap is filled; if the context was reset or compacted, it starts over.
+  function older() { return $("#conversation-older"); }
+  function turnsUrl() { var m = $(".session-layout"); return m ? m.dataset.turnsUrl : null; }
+  function fetchTurns(start, end) {
+    return fetch(turnsUrl() + "?start=" + start + "&end=" + end, {credentials: "same-origin"})
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); });
+  }
+  function insertPage(html, where, anchor) {
+    anchor.insertAdjacentHTML(where, html);
+    var page = where === "afterend" ? anchor.nextElementSibling : anchor.lastElementChild;
+    if (page && window.htmx) window.htmx.process(page);
+  }
+  function resetOlder() {
+    var box = older(), conv = $("#conversation");
+    if (!box || !conv) return;
+    box.querySelectorAll(".turns-page").forEach(function (p) { p.remove(); });
+    box.dataset.start = "";
+    box.dataset.end = "";
+    box.dataset.generation = conv.dataset.generation || "";
+    var button = $("#load-earlier");
+    if (button) button.hidden = !(Number(conv.dataset.first) > 0);
+  }
+  function syncOlder() {
+    var box = older(), conv = $("#conversation");
+    if (!box || !conv) return;
+    var first = Number(conv.dataset.first), button = $("#load-earlier");
+    if (box.dataset.end === "") { if (button) button.hidden = !(first > 0); return; }
+    if ((box.dataset.generation || "") !== (conv.dataset.generation || "") || Number(box.dataset.end) > first) {
+      resetOlder();
+      return;
+    }
+    if (Number(box.dataset.end) < first) {
+      var from = Number(box.dataset.end);
+      box.dataset.end = String(first);
+      fetchTurns(from, first).then(function (html) { insertPage(html, "beforeend", box); });
+    }
+  }
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest ? e.target.closest("#load-earlier") : null;
+    if (!button) return;
+    var box = older(), conv = $("#conversation");
+    var start = box.dataset.start !== "" ? Number(box.dataset.start) : Number(conv.dataset.first);
+    var from = Math.max(0, start - 40);
+    if (start <= 0) return;
+    button.disabled = true;
+    fetchTurns(from, start).then(function (html) {
+      if (box.dataset.end === "") { box.dataset.end = String(start); box.dataset.generation = conv.dataset.generation || ""; }
+      box.dataset.start = String(from);
+      insertPage(html, "afterend", button);
+      button.hidden = from <= 0;
+    }).finally(function () { button.disabled = false; });
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () { reopen(); syncOlder(); tick(); });
+
   document.addEventListener("DOMContentLoaded", function () {
+    tick();
     var el = scroller();
     if (el) el.scrollTop = el.scrollHeight;
     var ta = $("#prompt");

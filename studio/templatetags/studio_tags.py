@@ -74,3 +74,74 @@ def studio_block(block: Any, prefix: str) -> str:
     from studio.rendering import render_block
 
     return render_block(block, prefix)
+
+
+@register.filter
+def json_hl(value: Any) -> str:
+    """JSON (a checkpoint, an input, an outcome) as highlighted, escaped HTML."""
+    from studio.rendering import highlight_json
+
+    return highlight_json(value)
+
+
+@register.filter
+def is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _when(ms: Any) -> Any:
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.fromtimestamp(int(ms) / 1000, tz=UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
+
+
+@register.filter
+def ms_iso(ms: Any) -> str:
+    """A store timestamp (ms since the epoch) as ISO 8601, for ``<time datetime>``."""
+    when = _when(ms)
+    return when.isoformat(timespec="seconds") if when else ""
+
+
+@register.filter
+def ms_time(ms: Any) -> str:
+    """A store timestamp as an absolute time (UTC; the page shows it in the browser's zone)."""
+    when = _when(ms)
+    return when.strftime("%H:%M:%S UTC") if when else ""
+
+
+@register.filter
+def wake_in(ms: Any) -> str:
+    """The countdown to a wake time as rendered by the server (the page keeps it ticking)."""
+    import time
+
+    try:
+        left = int(ms) - int(time.time() * 1000)
+    except (TypeError, ValueError):
+        return ""
+    if left <= 0:
+        return "firing…"
+    seconds = (left + 999) // 1000
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"in {hours}:{minutes:02d}:{seconds:02d}" if hours else f"in {minutes}:{seconds:02d}"
+
+
+@register.filter
+def task_css(status: Any) -> str:
+    """A task status as the row's colour class (the same palette as tool rows)."""
+    return {
+        "completed": "ok",
+        "failed": "error",
+        "error": "error",
+        "aborted": "interrupted",
+        "cancelled": "interrupted",
+        "orphaned": "interrupted",
+        "running": "running",
+        "pending": "running",
+        "waiting": "waiting",
+        "blocked": "blocked",
+        "paused": "waiting",
+    }.get(str(status), str(status))

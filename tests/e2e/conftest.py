@@ -16,7 +16,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +56,18 @@ class Studio:
     workspace: Path
     users: dict[str, str]
     log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
 
     def url(self, path: str) -> str:
         return self.base_url + path
+
+    def manage(self, *args: str) -> str:
+        """Run ``manage.py`` against this Studio's database (e.g. to register a model)."""
+        return _manage(self.env, *args)
+
+    def release(self, token: str) -> None:
+        """Let a ``HOLD:<token>`` turn go on (see ``slow_demo``)."""
+        (self.data_dir / f"release-{token}").touch()
 
     def admin_login(self) -> tuple[str, str]:
         """The first user ``manage.py studio`` created (a superuser) and its password."""
@@ -137,7 +146,7 @@ def serve_studio(
                     raise RuntimeError("daphne did not start: " + log_path.read_text()) from None
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=0.1)  # wakes at once if daphne dies
-        yield Studio(base_url, data_dir, base / "workspace", {u: f"{u}-pass-123" for u in users}, log_path)
+        yield Studio(base_url, data_dir, base / "workspace", {u: f"{u}-pass-123" for u in users}, log_path, env)
     finally:
         process.terminate()
         try:

@@ -1,36 +1,90 @@
-"""The real agentcore runtime (demo model), paced for browser tests, with one failure switch.
+"""The real agentcore runtime (demo model) for browser tests: paced, holdable, and failable.
 
-The offline demo answers in one burst; a browser test must *see* text arrive in several
-steps. This factory opens the real runtime and spaces its text deltas by
-``STUDIO_E2E_DELTA_DELAY_MS`` — pacing inside the system under test, not a sleep used to
-synchronise the test (the tests wait on page conditions).
+The offline demo answers in one burst; a browser test must *see* text arrive in several steps
+and must be able to act while a turn is provably busy. So the runtime talks to a scripted
+provider server whose responder is the demo's own, with three additions:
 
-The runtime talks to a scripted provider server whose responder is the demo's own, except
-that a prompt containing ``FAIL_WITH_400`` gets the provider's real HTTP 400 error: a run
-that fails for real (a non-retryable model error, the prompt kept in the store).
+- text is streamed with ``STUDIO_E2E_DELTA_DELAY_MS`` between chunks (pacing inside the
+  system under test, not a sleep used to synchronise the test: the tests wait on page
+  conditions), and "… a long story …" gets a long answer;
+- ``HOLD:<token>`` in a prompt makes the model call ``wait_for_release``, a tool that returns
+  once the file ``<STUDIO_DATA_DIR>/release-<token>`` exists — the test creates it (the test
+  runs in another process than daphne, so the gate is a file);
+- ``FAIL_WITH_400`` gets the provider's real HTTP 400 error: a turn that fails for real.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import threading
-from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
-from agentcore.demo import _conversation, demo_responder
+from agentcore.demo import _conversation, _tool_names, _usage, demo_responder
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
-from agentcore.testing.steps import HttpError, Step
+from agentcore.testing.steps import HttpError, Step, Stop, Text, ToolCall
 from studio.hosts import SessionConfig, agentcore_runtime_factory
 
 FAIL_MARKER = "FAIL_WITH_400"
+HOLD = re.compile(r"HOLD:(\w{1,40})")
+STORY = (
+    "Once upon a time a very patient robot tended a garden of copper tulips. Every morning it "
+    "counted the petals, every evening it polished the stems, and every night it listened to the "
+    "wind tell stories about places it would never see. "
+) * 3
+
+
+def _pace() -> float:
+    return float(os.environ.get("STUDIO_E2E_DELTA_DELAY_MS", "60")) / 1000
+
+
+def _say(body: dict[str, Any], text: str) -> list[Step]:
+    return [Text(text, chunk_size=8, pace_s=_pace()), _usage(body, text), Stop("stop")]
 
 
 def responder(request: RecordedRequest) -> list[Step]:
-    user, _calls, _outputs = _conversation(request.json)
+    body = request.json
+    user, calls, outputs = _conversation(body)
     if FAIL_MARKER in user:
         return [HttpError(400, "the request was refused by the provider (scripted failure)")]
-    return demo_responder(request)
+    hold = HOLD.search(user)
+    if hold and "wait_for_release" in _tool_names(body):
+        if not any(c.get("name") == "wait_for_release" for c in calls):
+            return [ToolCall("wait_for_release", {"token": hold.group(1)}), _usage(body, "hold"), Stop("tool_use")]
+        return _say(body, f"Released {hold.group(1)}. {str(outputs[-1].get('output', '')) if outputs else ''}")
+    if "long story" in user.lower():
+        return _say(body, STORY)
+    steps = demo_responder(request)
+    for step in steps:
+        if isinstance(step, Text):
+            step.pace_s = max(step.pace_s, _pace())
+    return steps
+
+
+def release_tool() -> Any:
+    """``wait_for_release(token)``: returns once the test created ``release-<token>``."""
+    from agentcore import AgentTool, ToolResult
+
+    data_dir = Path(os.environ["STUDIO_DATA_DIR"])
+
+    async def execute(arguments: dict[str, Any], ctx: Any) -> Any:
+        flag = data_dir / f"release-{arguments['token']}"
+        while not flag.exists():
+            if ctx.abort.is_set():
+                return ToolResult.text("stopped while waiting", is_error=True)
+            await asyncio.sleep(0.05)  # the SUT polls the file system; tests wait on the page
+        return ToolResult.text(f"released {arguments['token']}")
+
+    return AgentTool(
+        name="wait_for_release",
+        description="Wait until the test releases this token.",
+        parameters={"type": "object", "properties": {"token": {"type": "string"}}, "required": ["token"]},
+        execute=execute,
+        read_only=True,
+        replay="safe",
+    )
 
 
 _server: FakeProviderServer | None = None
@@ -45,22 +99,6 @@ def _base_url() -> str:
         return _server.base_url
 
 
-class PacedRuntime:
-    def __init__(self, runtime: Any, delay: float) -> None:
-        self._runtime = runtime
-        self._delay = delay
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runtime, name)
-
-    async def run(self, agent_input: Any, host: Any = None) -> AsyncIterator[Any]:
-        async for event in self._runtime.run(agent_input, host=host):
-            if event.type == "text_delta" and self._delay:
-                await asyncio.sleep(self._delay)
-            yield event
-
-
-async def open_runtime(config: SessionConfig) -> PacedRuntime:
-    delay = float(os.environ.get("STUDIO_E2E_DELTA_DELAY_MS", "60")) / 1000
+async def open_runtime(config: SessionConfig) -> Any:
     config.model_options["base_url"] = _base_url()
-    return PacedRuntime(await agentcore_runtime_factory(config), delay)
+    return await agentcore_runtime_factory(config, extra_tools=[release_tool()])

@@ -97,3 +97,35 @@ async def test_plan_review_fits_its_card(studio_server: Studio, browser: Any, wi
     await assert_inside(page, "#reject-plan", "#pending .review")
     await assert_inside(page, "#approve-plan", "#pending .review")
     await assert_no_horizontal_overflow(page)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+async def test_queue_controls_and_the_task_tree_fit(studio_server: Studio, browser: Any, width: int) -> None:
+    """Issue #14 on a phone and a tablet: the busy composer (Stop, Steer, Queue), queued chips
+    and the Trace's task tree with its details stay on screen without sideways scrolling."""
+    import uuid
+
+    token = uuid.uuid4().hex[:10]
+    page = await new_page(browser, studio_server, width=width, height=844 if width < 600 else 1024)
+    await create_session(page, studio_server, title="Tasks on a small screen")
+    await send(page, "run the example tasks for 40 seconds")
+    await wait_settled(page, "running")  # the turn is done; its tasks run in the background
+    await send(page, f"HOLD:{token} keep busy")
+    await page.wait_for_selector("#live-turn .tool-name:text('wait_for_release')")
+    await page.wait_for_selector("#run-controls[data-busy='1'] #steer-button")
+    await send(page, "a follow-up with a rather long text that must be cut to fit the chip on a phone")
+    await page.wait_for_selector(".queue-chip .withdraw-button")
+    for control in ("#stop-button", "#steer-button", "#send-button", ".queue-chip"):
+        await assert_inside(page, control, "#composer")
+    await assert_no_horizontal_overflow(page)
+    await page.click("#trace-toggle")
+    await page.wait_for_selector(".tab[data-tab=tasks]", state="visible")
+    children = "#tasks-active .task-children .task-node.kind-task"
+    await page.wait_for_selector(children, state="visible")
+    await page.click(f"{children} >> nth=0 >> summary")
+    await page.wait_for_selector(f"{children} >> nth=0 >> .task-detail", state="visible")
+    await assert_inside(page, f"{children} >> nth=0", "#trace")
+    await assert_no_horizontal_overflow(page)
+    await page.click("#trace-close")
+    studio_server.release(token)
+    await wait_settled(page, "running")  # the turns are done; the timers still run in the background

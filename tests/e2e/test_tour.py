@@ -71,7 +71,6 @@ async def test_product_tour(tour_server: Studio, browser: Any) -> None:
     await screenshot(page, "session-usage")
     await tab(page, "records")
     await page.wait_for_selector("#tab-records :text('Offline demo model')")
-    await screenshot(page, "session-records")
 
     # 3. Plan a feature: the plan waits for review as a checklist.
     review_url = await start(page, studio, mode="plan", title="Due-date reminders")
@@ -135,5 +134,74 @@ async def test_product_tour(tour_server: Studio, browser: Any) -> None:
 
     # Nothing from the security tests can be in these pictures.
     for shot in (page, dark, phone):
+        html = await shot.content()
+        assert "onerror" not in html and "pytest-of" not in html and "__pwned" not in html
+
+
+async def test_tour_of_the_trace_and_the_session_controls(tour_server: Studio, browser: Any) -> None:
+    """Issue #14's screenshots: durable tasks as a tree, the Records tab, the ticking checklist,
+    messages queued while the agent works, and a subagent under the call that made it."""
+    import uuid
+
+    studio = tour_server
+    page = await new_page(browser, studio, user="maria")
+
+    # 1. Durable tasks: a parent waiting on two timers, with countdowns, under the tool call.
+    await start(page, studio, mode="build", title="Nightly clean-up")
+    await ask(page, "Run the example tasks for 90 seconds")
+    await wait_settled(page, "running")
+    parent = "#tasks-active .task-node.kind-task[data-status=waiting]"
+    await page.wait_for_selector(f"{parent} > .task-children .countdown")
+    await page.click(f"{parent} > details > summary")
+    await page.click(f"{parent} details.checkpoint > summary")
+    await page.wait_for_selector(f"{parent} details.checkpoint pre .s2")  # highlighted JSON
+    await screenshot(page, "session-tasks")
+    await tab(page, "records")
+    await page.wait_for_selector("#records-extensions :text('example.pair v1')")
+    await screenshot(page, "session-records")
+
+    # 2. The agent's checklist ticks in the Plan tab.
+    await start(page, studio, mode="build", title="Release checklist")
+    await ask(page, "Work through a checklist for the release")
+    await wait_settled(page)
+    await tab(page, "plan")
+    await page.wait_for_selector("#plan-items li.done >> nth=2")
+    await screenshot(page, "session-plan")
+
+    # 3. While the agent works, messages queue as chips: withdraw one, steer with another.
+    token = uuid.uuid4().hex[:10]
+    await start(page, studio, mode="build", title="Database migration")
+    await ask(page, f"HOLD:{token} Run the database migration")
+    await page.wait_for_selector("#run-controls[data-busy='1'] #steer-button")
+    await ask(page, "Then update the changelog")
+    await ask(page, "Also tell me how long it took")
+    await page.wait_for_selector(".queue-chip:has-text('how long it took')")
+    await page.click(".queue-chip:has-text('how long it took') .promote-button")
+    await page.wait_for_selector(".queue-chip.steer")
+    await tab(page, "tasks")
+    await screenshot(page, "session-queue")
+    studio.release(token)
+    await wait_settled(page)
+
+    # 4. A subagent: under the subagent call, with its own tool calls; its page is read-only.
+    await start(page, studio, mode="build", title="Delegate a review")
+    await ask(page, "Delegate to a subagent: what files are here? Read the README.")
+    await wait_settled(page)
+    subagent = "#tab-tasks .task-node.kind-subagent"
+    await page.wait_for_selector(f"{subagent} > .task-children .task-node.kind-tool")
+    await page.click(f"{subagent} > details > summary")
+    await screenshot(page, "session-subagent")
+
+    # 5. On a phone: the task tree in the Trace drawer.
+    phone = await new_page(browser, studio, user="maria", width=390, height=844)
+    await phone.goto(studio.url("/"))
+    await phone.click(".session-row a:has-text('Nightly clean-up')")
+    await phone.wait_for_selector("#conn-state.on")
+    await phone.click("#trace-toggle")
+    await tab(phone, "tasks")
+    await phone.wait_for_selector("#tab-tasks .task-children .task-node", state="visible")
+    await screenshot(phone, "mobile-tasks")
+
+    for shot in (page, phone):
         html = await shot.content()
         assert "onerror" not in html and "pytest-of" not in html and "__pwned" not in html

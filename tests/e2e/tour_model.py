@@ -5,7 +5,8 @@ looks like — tool calls, then Markdown with a table and a highlighted code blo
 factory opens the *real* runtime (real ``openai-responses`` adapter, real store) against a
 scripted provider server whose responder answers "explain … app.py" prompts like a model
 would and hands everything else to the demo's own responder. The model is still labelled
-"Offline demo model" everywhere.
+"Offline demo model" everywhere. ``HOLD:<token>`` holds a turn at a gate the tour opens
+(``slow_demo.release_tool``), so the tour can show messages queued while the agent works.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from agentcore.demo import _conversation, _tool_names, _usage, demo_responder
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text, ToolCall
 from studio.hosts import SessionConfig, agentcore_runtime_factory
+from tests.e2e.slow_demo import HOLD, release_tool
 
 EXPLANATION = """\
 `src/app.py` keeps the todo list **in memory** and exposes it through one small class:
@@ -70,6 +72,11 @@ def tour_responder(request: RecordedRequest) -> list[Step]:
         return _say(body, EXPLANATION)
     if "pending()" in user and "first" in user.lower():
         return _say(body, ORDERING)
+    hold = HOLD.search(user)
+    if hold and "wait_for_release" in tools:
+        if not calls:
+            return [ToolCall("wait_for_release", {"token": hold.group(1)}), _usage(body, "hold"), Stop("tool_use")]
+        return _say(body, "Done: the migration ran and every test passes.")
     return demo_responder(request)
 
 
@@ -87,4 +94,4 @@ def _base_url() -> str:
 
 async def open_runtime(config: SessionConfig) -> Any:
     config.model_options["base_url"] = _base_url()
-    return await agentcore_runtime_factory(config)
+    return await agentcore_runtime_factory(config, extra_tools=[release_tool()])

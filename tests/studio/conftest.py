@@ -85,26 +85,18 @@ async def host() -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-async def scripted_host() -> AsyncIterator[Callable[[list[Any]], Any]]:
-    """A session host whose runtimes follow a script (see ``fakes.ScriptedRuntime``)."""
+async def gated_host() -> AsyncIterator[tuple[Any, Any, Any]]:
+    """A session host whose runtimes are real but whose ``HOLD`` prompts wait at a gate
+    (see ``fakes``): ``(host, gate, provider server)``."""
+    from agentcore.testing.fake_server import FakeProviderServer
     from studio.hosts import SessionHost, set_session_host
-    from tests.studio.fakes import ScriptedRuntime
+    from tests.studio.fakes import Gate, gated_factory, responder
 
-    hosts: list[Any] = []
-    runtimes: list[ScriptedRuntime] = []
-
-    def install(script: list[Any]) -> tuple[Any, list[ScriptedRuntime]]:
-        async def factory(config: Any) -> ScriptedRuntime:
-            runtime = ScriptedRuntime(script)
-            runtimes.append(runtime)
-            return runtime
-
-        session_host = SessionHost(runtime_factory=factory, flush_interval=0.01)
-        set_session_host(session_host)
-        hosts.append(session_host)
-        return session_host, runtimes
-
-    yield install
-    for h in hosts:
-        await h.close()
+    server = FakeProviderServer(responder=responder).start_in_thread()
+    gate = Gate()
+    session_host = SessionHost(runtime_factory=gated_factory(server, gate), flush_interval=0.01)
+    set_session_host(session_host)
+    yield session_host, gate, server
+    await session_host.close()
     set_session_host(None)
+    server.stop_in_thread()

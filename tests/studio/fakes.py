@@ -1,100 +1,87 @@
-"""A scripted stand-in for an agentcore runtime, for tests that must hold a run mid-stream.
+"""A real agentcore runtime whose turns a test can hold, for the Studio tests that must stop
+time inside a turn (queue while busy, steer, stop, reload mid-turn) without sleeping.
 
-Most Studio tests use the real runtime with the offline demo model. This fake exists for the
-few that need to *stop time* inside a run (reload mid-stream, stop a running tool) without
-sleeping: the script waits on ``gate`` at each ``HOLD`` step and sets ``reached`` first, so a
-test awaits ``reached`` (a real condition), inspects the page, then opens the gate.
+The runtime is the real one (session protocol, SQLite store, the ``openai-responses`` adapter)
+talking to the scripted fake provider server on loopback. The model is the offline demo's
+brain, except that a prompt containing ``HOLD`` first calls the ``gate`` tool, which waits until
+the test opens it (``gate.entered`` tells the test the turn is provably busy; ``gate.release()``
+lets it go). A prompt containing ``FAIL_WITH_400`` gets the provider's real HTTP 400 (a turn
+that fails). Any other prompt gets the demo's own answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
-HOLD = object()
+from agentcore.demo import _conversation, _tool_names, _usage, demo_responder
+from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
+from agentcore.testing.steps import HttpError, Step, Stop, Text, ToolCall
+
+HOLD = "HOLD"
+FAIL = "FAIL_WITH_400"  # the provider refuses this prompt: a turn that fails for real
 
 
-class ScriptedRuntime:
-    def __init__(self, script: list[Any]) -> None:
-        self.script = script
-        self.transcript: list[dict[str, Any]] = []
-        self.gate = asyncio.Event()
-        self.reached = asyncio.Event()
-        self.closed = False
-        self.inputs: list[Any] = []
+class Gate:
+    """An extra tool that blocks its call until the test releases it (once per release)."""
 
-    def read_transcript(self) -> list[dict[str, Any]]:
-        return list(self.transcript)
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self._release = asyncio.Event()
+        self.calls = 0
 
-    def get_context_usage(self) -> dict[str, int] | None:
-        return {"used": 1200, "total": 32000}
+    def release(self) -> None:
+        self._release.set()
 
-    async def close(self) -> None:
-        self.closed = True
+    def tool(self) -> Any:
+        from agentcore import AgentTool, ToolResult
 
-    async def run(self, agent_input: Any, host: Any = None) -> AsyncIterator[dict[str, Any]]:
-        self.inputs.append(agent_input)
-        request_id = agent_input.request_id
-        if agent_input.ask_resume is not None:
-            answers = agent_input.ask_resume.answers
-            text = f"Thanks, you chose {answers}."
-            self.transcript.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
-            yield {"type": "text_delta", "index": 0, "delta": text}
-            yield {"type": "end", "status": "completed", "request_id": request_id, "text": text}
-            return
-        self.transcript.append({"role": "user", "content": [{"type": "text", "text": agent_input.prompt}]})
-        text = ""
-        abort = getattr(host, "abort_signal", None)
-        for step in self.script:
-            if step is HOLD:
-                self.reached.set()
-                gate = asyncio.ensure_future(self.gate.wait())
-                waits = [gate] + ([asyncio.ensure_future(abort.wait())] if abort is not None else [])
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                for w in waits:
-                    w.cancel()
-                self.gate.clear()
-                if abort is not None and abort.is_set():
-                    if text:
-                        self.transcript.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
-                    yield {
-                        "type": "end",
-                        "status": "aborted",
-                        "request_id": request_id,
-                        "error_code": "execution_aborted",
-                        "error": "the run was cancelled",
-                    }
-                    return
-                continue
-            if step["type"] == "end":
-                yield step
-                return
-            if step["type"] == "text_delta":
-                text += step["delta"]
-            yield step
-        self.transcript.append({"role": "assistant", "content": [{"type": "text", "text": text}]})
-        yield {"type": "end", "status": "completed", "request_id": request_id, "text": text}
+        async def execute(arguments: dict[str, Any], ctx: Any) -> Any:
+            self.calls += 1
+            self.entered.set()
+            waiter = asyncio.ensure_future(self._release.wait())
+            aborted = asyncio.ensure_future(ctx.abort.wait())
+            try:
+                await asyncio.wait({waiter, aborted}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+                aborted.cancel()
+            self._release.clear()
+            self.entered.clear()
+            if ctx.abort.is_set():
+                return ToolResult.text("gate: cancelled", is_error=True)
+            return ToolResult.text("gate passed")
+
+        return AgentTool(
+            name="gate",
+            description="Wait at the gate.",
+            parameters={"type": "object", "properties": {}},
+            execute=execute,
+            read_only=True,
+            replay="safe",
+        )
 
 
-def text_script(*chunks: str, hold_after: int = 1) -> list[Any]:
-    """Text deltas with a HOLD after the first ``hold_after`` chunks."""
-    steps: list[Any] = [{"type": "context_usage", "used": 900, "total": 32000}]
-    for i, chunk in enumerate(chunks):
-        steps.append({"type": "text_delta", "index": 0, "delta": chunk})
-        if i + 1 == hold_after:
-            steps.append(HOLD)
-    steps.append(
-        {
-            "type": "usage",
-            "record_id": "u1",
-            "input_tokens": 100,
-            "output_tokens": 20,
-            "cached_input_tokens": 0,
-            "cache_creation_tokens": 0,
-            "reasoning_tokens": 0,
-            "cost": 0.0,
-            "model": "fake",
-        }
-    )
-    return steps
+def responder(request: RecordedRequest) -> list[Step]:
+    body = request.json
+    user, calls, _outputs = _conversation(body)
+    if FAIL in user:
+        return [HttpError(400, "the request was refused by the provider (scripted failure)")]
+    if HOLD in user and "gate" in _tool_names(body):
+        if not any(c.get("name") == "gate" for c in calls):
+            return [ToolCall("gate", {}), _usage(body, "gate"), Stop("tool_use")]
+        text = f"Released: {user.strip()[:80]}"
+        return [Text(text, chunk_size=8), _usage(body, text), Stop("stop")]
+    return demo_responder(request)
+
+
+def gated_factory(server: FakeProviderServer, gate: Gate) -> Callable[[Any], Any]:
+    """A ``SessionHost`` runtime factory: the real runtime on ``server`` with the gate tool."""
+    from studio.hosts import agentcore_runtime_factory
+
+    async def factory(config: Any) -> Any:
+        config.model_options["base_url"] = server.base_url
+        return await agentcore_runtime_factory(config, extra_tools=[gate.tool()])
+
+    return factory

@@ -13,7 +13,6 @@ from django.test import Client
 from studio.asgi import application
 from studio.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from studio.hosts import SessionHost
-from tests.studio.fakes import text_script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,7 +83,7 @@ async def test_owner_gets_the_full_state_then_live_partials(user: Any, make_sess
         "tab-usage",
     ):
         assert f'id="{region}"' in first
-    await host.prompt(str(session.pk), prompt="what files are here?", agent="build", effort="medium")
+    await host.prompt(str(session.pk), prompt="what files are here?", agent="build")
     frames = await _receive_until(communicator, lambda f: "pill-idle" in f and "README" in f and "live-turn" not in f)
     joined = "".join(frames)
     assert "live-turn" in joined  # the run was shown live first
@@ -94,22 +93,23 @@ async def test_owner_gets_the_full_state_then_live_partials(user: Any, make_sess
     await communicator.disconnect()
 
 
-async def test_closing_the_socket_never_stops_the_run(user: Any, make_session: Any, scripted_host: Any) -> None:
-    """W2: a browser disconnect leaves the run going; reconnecting shows everything so far."""
-    host, runtimes = scripted_host(text_script("Hello ", "wonderful ", "world"))
+async def test_closing_the_socket_never_stops_the_run(user: Any, make_session: Any, gated_host: Any) -> None:
+    """W2: a browser disconnect leaves the turn going; reconnecting shows everything so far."""
+    host, gate, _server = gated_host
     session = await sync_to_async(make_session)(user)
     communicator, _connected, _ = await _connect(session.pk, user)
     await communicator.receive_from(timeout=10)
-    await host.prompt(str(session.pk), prompt="greet", agent="build", effort="medium")
-    await runtimes[0].reached.wait()
+    await host.prompt(str(session.pk), prompt="HOLD and greet", agent="build")
+    await gate.entered.wait()
+    await host.wait_live(str(session.pk))
     await communicator.disconnect()
-    assert host._sessions[str(session.pk)].running
-    # Reconnect mid-stream: the first frame already holds the text streamed so far.
+    assert host._sessions[str(session.pk)].busy(0)
+    # Reconnect mid-turn: the first frame already holds the turn so far (the running gate call).
     again, _connected, _ = await _connect(session.pk, user)
     first = await again.receive_from(timeout=10)
-    assert "Hello" in first and 'id="live-turn"' in first
-    runtimes[0].gate.set()
-    frames = await _receive_until(again, lambda f: "Hello wonderful world" in f and "live-turn" not in f)
+    assert 'id="live-turn"' in first and ">gate<" in first and "HOLD and greet" in first
+    gate.release()
+    frames = await _receive_until(again, lambda f: "Released: HOLD and greet" in f and "live-turn" not in f)
     assert frames
     await again.disconnect()
 
@@ -120,6 +120,9 @@ async def test_a_dropped_push_triggers_a_full_rerender(user: Any, make_session: 
     communicator, _connected, _ = await _connect(session.pk, user)
     first = await communicator.receive_from(timeout=10)
     assert 'id="conversation"' in first
+    await host.wait_idle(str(session.pk))  # the host's own pushes after opening the store are out
+    while not await communicator.receive_nothing(timeout=0.2):
+        await communicator.receive_from(timeout=10)
     state = await host.state(str(session.pk))
     layer = get_channel_layer()
     await layer.group_send(

@@ -16,9 +16,8 @@ from django.urls import reverse
 
 from studio import selectors
 from studio.hosts import SessionHost
-from studio.models import StudioSession
+from studio.models import Run, StudioSession
 from studio.rendering import transcript_turns
-from tests.studio.fakes import HOLD, text_script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,41 +29,40 @@ async def _page_context(host: SessionHost, session: StudioSession) -> dict[str, 
 
 
 async def test_the_first_prompt_renames_the_open_page_without_a_reload(
-    user: Any, make_session: Any, scripted_host: Any
+    user: Any, make_session: Any, gated_host: Any
 ) -> None:
-    host, runtimes = scripted_host(text_script("Hello", " there"))
+    host, gate, _server = gated_host
     session = await sync_to_async(make_session)(user)
     layer = get_channel_layer()
     watcher = await layer.new_channel()
     await layer.group_add(f"session-{session.pk}", watcher)
-    await host.prompt(str(session.pk), prompt="Sketch a reading list app", agent="build", effort="low")
-    push = await layer.receive(watcher)  # the push that shows the run starting
-    assert push["full"]
-    assert '<h1 id="session-title" title="Sketch a reading list app" hx-swap-oob="true">' in push["html"]
-    runtimes[0].gate.set()
+    sent = await host.prompt(str(session.pk), prompt="HOLD: sketch a reading list app", agent="build")
+    title = '<h1 id="session-title" title="HOLD: sketch a reading list app" hx-swap-oob="true">'
+    while title not in (await layer.receive(watcher))["html"]:
+        pass  # pushes until the one that names the page
+    run = await Run.objects.aget(request_id=sent["request_id"])
+    assert run.status == "running"  # it came while the turn runs, not with its end
+    gate.release()
     await host.wait_idle(str(session.pk))
 
 
 async def test_an_earlier_failure_stays_on_screen_while_a_new_run_goes(
-    user: Any, make_session: Any, scripted_host: Any
+    user: Any, make_session: Any, gated_host: Any
 ) -> None:
-    failed = {"type": "end", "status": "failed", "error_code": "model_error", "error": "the model said no"}
-    host, runtimes = scripted_host([HOLD, failed])
+    host, gate, _server = gated_host
     session = await sync_to_async(make_session)(user)
     sid = str(session.pk)
-    await host.prompt(sid, prompt="first", agent="build", effort="low")
-    await runtimes[0].reached.wait()
-    runtimes[0].gate.set()
+    await host.prompt(sid, prompt="first FAIL_WITH_400", agent="build")
     await host.wait_idle(sid)
-    runtimes[0].reached.clear()
-    await host.prompt(sid, prompt="second", agent="build", effort="low")
-    await runtimes[0].reached.wait()  # the second run is going
+    await host.prompt(sid, prompt="HOLD second", agent="build")
+    await gate.entered.wait()  # the second turn is going
+    await host.wait_live(sid)  # and the page shows it live
     context = await _page_context(host, session)
-    assert context["running"]
+    assert context["running"] and context["live"] is not None
     notices = [t.notice for t in context["turns"] if t.notice]
-    assert [n["text"] for n in notices] == ["the model said no"]
-    assert context["turns"][0].prompt == "first" and context["turns"][0].notice is not None
-    runtimes[0].gate.set()
+    assert [n["code"] for n in notices] == ["model_error"], notices
+    assert context["turns"][0].prompt == "first FAIL_WITH_400" and context["turns"][0].notice is not None
+    gate.release()
     await host.wait_idle(sid)
 
 
@@ -86,11 +84,11 @@ def test_a_stop_is_one_neutral_stopped_line_not_an_error() -> None:
     assert turn.notice == stopped
 
 
-async def test_a_stopped_run_gets_the_neutral_notice(user: Any, make_session: Any, scripted_host: Any) -> None:
-    host, runtimes = scripted_host(text_script("partial ", "never"))
+async def test_a_stopped_run_gets_the_neutral_notice(user: Any, make_session: Any, gated_host: Any) -> None:
+    host, gate, _server = gated_host
     session = await sync_to_async(make_session)(user)
-    await host.prompt(str(session.pk), prompt="long job", agent="build", effort="low")
-    await runtimes[0].reached.wait()
+    await host.prompt(str(session.pk), prompt="HOLD a long job", agent="build")
+    await gate.entered.wait()
     await host.stop(str(session.pk))
     await host.wait_idle(str(session.pk))
     context = await _page_context(host, session)
@@ -101,7 +99,7 @@ async def test_a_stopped_run_gets_the_neutral_notice(user: Any, make_session: An
 
 async def test_a_plan_waiting_for_review_is_shown_once(user: Any, make_session: Any, host: SessionHost) -> None:
     session = await sync_to_async(make_session)(user, mode="plan")
-    await host.prompt(str(session.pk), prompt="add a todo list", agent="plan", effort="low")
+    await host.prompt(str(session.pk), prompt="add a todo list", agent="plan")
     await host.wait_idle(str(session.pk))
     context = await _page_context(host, session)
     assert context["pending"]["kind"] == "plan"
@@ -115,7 +113,7 @@ async def test_approve_and_build_switches_the_composer_to_build(
     user: Any, make_session: Any, host: SessionHost
 ) -> None:
     session = await sync_to_async(make_session)(user, mode="plan")
-    await host.prompt(str(session.pk), prompt="add a todo list", agent="plan", effort="low")
+    await host.prompt(str(session.pk), prompt="add a todo list", agent="plan")
     await host.wait_idle(str(session.pk))
     client = Client()
     await sync_to_async(client.force_login)(user)

@@ -1,4 +1,5 @@
-"""W2/W4: the session host runs sessions, pauses for plans and questions, stops, records usage."""
+"""W2/W4/S1–S2: the session host drives runtimes through the session protocol, pauses for plans
+and questions, queues follow-ups, stops, records usage."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from asgiref.sync import sync_to_async
 from studio import selectors, services
 from studio.hosts import HostError, SessionHost
 from studio.models import Approval, Run, StudioSession, ToolCall, UsageRecord
-from tests.studio.fakes import text_script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +26,8 @@ async def _refresh(session: StudioSession) -> StudioSession:
 
 async def test_build_run_records_tools_usage_and_title(user: Any, make_session: Any, host: SessionHost) -> None:
     session = await _session(make_session, user)
-    await host.prompt(str(session.pk), prompt="what files are here?", agent="build", effort="medium")
+    sent = await host.prompt(str(session.pk), prompt="what files are here?", agent="build")
+    assert sent["status"] == "accepted"
     await host.wait_idle(str(session.pk))
     session = await _refresh(session)
     assert session.status == "idle"
@@ -41,22 +42,34 @@ async def test_build_run_records_tools_usage_and_title(user: Any, make_session: 
     assert state.context_usage and state.context_usage["total"] == 32000
 
 
-async def test_a_second_prompt_while_running_is_refused(user: Any, make_session: Any, scripted_host: Any) -> None:
-    host, runtimes = scripted_host(text_script("a", "b"))
+async def test_a_prompt_while_busy_is_queued_not_refused(user: Any, make_session: Any, gated_host: Any) -> None:
+    """S2 submit: busy → a queued follow-up (shown in the snapshot's queue) that runs next."""
+    host, gate, _server = gated_host
     session = await _session(make_session, user)
-    await host.prompt(str(session.pk), prompt="one", agent="build", effort="medium")
-    await runtimes[0].reached.wait()
-    with pytest.raises(HostError) as err:
-        await host.prompt(str(session.pk), prompt="two", agent="build", effort="medium")
-    assert err.value.code == "busy"
-    runtimes[0].gate.set()
-    await host.wait_idle(str(session.pk))
+    sid = str(session.pk)
+    first = await host.prompt(sid, prompt="HOLD one", agent="build")
+    await gate.entered.wait()
+    second = await host.prompt(sid, prompt="and then this", agent="build")
+    assert (first["status"], second["status"]) == ("accepted", "queued")
+    state = await host.state(sid)
+    assert [q["prompt"] for q in state.context()["queue"]] == ["and then this"]
+    run = await Run.objects.aget(session=session, request_id=second["request_id"])
+    assert run.status == "queued"
+    with pytest.raises(HostError) as err:  # plan mode starts a turn of its own: not while busy
+        await host.prompt(sid, prompt="plan something", agent="plan")
+    assert err.value.code == "busy" and "idle" in err.value.message
+    gate.release()
+    await host.wait_idle(sid)
+    runs = {r.request_id: r.status async for r in Run.objects.filter(session=session)}
+    assert runs[first["request_id"]] == runs[second["request_id"]] == "completed"
+    users = [m for m in (await host.state(sid)).transcript if m["role"] == "user"]
+    assert [m["content"][0]["text"] for m in users] == ["HOLD one", "and then this"]
 
 
 async def test_plan_mode_pauses_then_approval_builds(user: Any, make_session: Any, host: SessionHost) -> None:
     """PL/W4: a plan waits for review; approving resumes the same request in build mode."""
     session = await _session(make_session, user)
-    request_id = await host.prompt(str(session.pk), prompt="add a todo list", agent="plan", effort="medium")
+    request_id = (await host.prompt(str(session.pk), prompt="add a todo list", agent="plan"))["request_id"]
     await host.wait_idle(str(session.pk))
     session = await _refresh(session)
     assert session.status == "waiting"
@@ -67,7 +80,7 @@ async def test_plan_mode_pauses_then_approval_builds(user: Any, make_session: An
     assert approval.decision == "" and approval.plan.startswith("Plan:")
 
     with pytest.raises(HostError):  # a new prompt must wait for the review
-        await host.prompt(str(session.pk), prompt="something else", agent="build", effort="medium")
+        await host.prompt(str(session.pk), prompt="something else", agent="build")
 
     resumed = await host.resume_plan(str(session.pk), approved=True, notes="go")
     assert resumed == request_id
@@ -84,7 +97,7 @@ async def test_plan_mode_pauses_then_approval_builds(user: Any, make_session: An
 
 async def test_rejecting_a_plan_with_notes_gets_a_revision(user: Any, make_session: Any, host: SessionHost) -> None:
     session = await _session(make_session, user)
-    await host.prompt(str(session.pk), prompt="add a todo list", agent="plan", effort="medium")
+    await host.prompt(str(session.pk), prompt="add a todo list", agent="plan")
     await host.wait_idle(str(session.pk))
     await host.resume_plan(str(session.pk), approved=False, notes="use SQLite please")
     await host.wait_idle(str(session.pk))
@@ -95,43 +108,22 @@ async def test_rejecting_a_plan_with_notes_gets_a_revision(user: Any, make_sessi
     assert decisions == [("rejected", "use SQLite please"), ("", "")]
 
 
-async def test_questions_pause_and_answers_resume(user: Any, make_session: Any, scripted_host: Any) -> None:
-    """PL2/W4: ask_user pauses the run; answering resumes it."""
-    questions = [{"id": "db", "question": "Which database?", "options": ["SQLite", "Postgres"], "multi_select": False}]
-    script = [
-        {
-            "type": "end",
-            "status": "paused",
-            "request_id": "x",
-            "error_code": "user_input_required",
-            "pending": {"kind": "ask_user", "questions": questions},
-        }
-    ]
-    host, runtimes = scripted_host(script)
+async def test_stop_cancels_the_running_turn(user: Any, make_session: Any, gated_host: Any) -> None:
+    """S2 cancel (foreground): the held turn ends aborted, durably; the session works on."""
+    host, gate, _server = gated_host
     session = await _session(make_session, user)
-    await host.prompt(str(session.pk), prompt="build it", agent="plan", effort="medium")
-    await host.wait_idle(str(session.pk))
-    assert (await _refresh(session)).status == "waiting"
-    with pytest.raises(HostError) as err:
-        await host.resume_plan(str(session.pk), approved=True)
-    assert err.value.code == "not_waiting"
-    await host.answer(str(session.pk), answers={"db": "SQLite"})
-    await host.wait_idle(str(session.pk))
-    assert (await _refresh(session)).status == "idle"
-    assert runtimes[0].inputs[-1].ask_resume.answers == {"db": "SQLite"}
-
-
-async def test_stop_aborts_the_run(user: Any, make_session: Any, scripted_host: Any) -> None:
-    host, runtimes = scripted_host(text_script("partial ", "never"))
-    session = await _session(make_session, user)
-    request_id = await host.prompt(str(session.pk), prompt="long job", agent="build", effort="medium")
-    await runtimes[0].reached.wait()
-    assert await host.stop(str(session.pk))
-    await host.wait_idle(str(session.pk))
+    sid = str(session.pk)
+    request_id = (await host.prompt(sid, prompt="HOLD a long job", agent="build"))["request_id"]
+    await gate.entered.wait()
+    assert await host.stop(sid)
+    await host.wait_idle(sid)
     run = await Run.objects.aget(request_id=request_id)
     assert run.status == "aborted"
     assert (await _refresh(session)).status == "idle"
-    assert not await host.stop(str(session.pk))  # nothing left to stop
+    assert not await host.stop(sid)  # nothing left to stop
+    await host.prompt(sid, prompt="hello again", agent="build")
+    await host.wait_idle(sid)
+    assert "hello again" in str((await host.state(sid)).transcript[-1])
 
 
 def test_usage_records_are_upserts_never_double_counted(user: Any, make_session: Any) -> None:
@@ -200,7 +192,11 @@ async def test_real_demo_asks_then_plans_with_the_answers(user: Any, make_sessio
     """W4 with the real runtime: ask_user pauses, answers resume, the plan carries them."""
     session = await _session(make_session, user, mode="plan")
     sid = str(session.pk)
-    await host.prompt(sid, prompt="Plan a todo app, ask me questions first", agent="plan", effort="low")
+    await host.prompt(sid, prompt="Plan a todo app, ask me questions first", agent="plan")
+    await host.wait_idle(sid)
+    with pytest.raises(HostError) as err:  # a plan decision does not answer questions
+        await host.resume_plan(sid, approved=True)
+    assert err.value.code == "not_waiting"
     await host.wait_idle(sid)
     run = await Run.objects.aget(session=session)
     assert run.status == "paused" and run.pending["kind"] == "ask_user"
@@ -220,7 +216,7 @@ async def test_a_new_host_resumes_a_plan_the_old_host_paused(user: Any, make_ses
     sid = str(session.pk)
     first = SessionHost(flush_interval=0.01)
     set_session_host(first)
-    await first.prompt(sid, prompt="Plan a habit tracker", agent="plan", effort="low")
+    await first.prompt(sid, prompt="Plan a habit tracker", agent="plan")
     await first.wait_idle(sid)
     await first.close()  # the process goes away; the store and Studio's records stay
     second = SessionHost(flush_interval=0.01)
@@ -245,7 +241,7 @@ async def test_one_demo_server_serves_every_demo_session_of_a_host(
 
     sessions = [await _session(make_session, user) for _ in range(3)]
     for s in sessions:
-        await host.prompt(str(s.pk), prompt="hello", agent="build", effort="low")
+        await host.prompt(str(s.pk), prompt="hello", agent="build")
     for s in sessions:
         await host.wait_idle(str(s.pk))
     urls = {hs.config.model_options["base_url"] for hs in host._sessions.values()}

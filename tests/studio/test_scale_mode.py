@@ -44,7 +44,8 @@ async def test_worker_runs_sessions_for_the_web_process(user: Any, make_session:
     try:
         session = await sync_to_async(make_session)(user)
         client = ChannelHostClient(layer, shards=1)
-        request_id = await client.call("prompt", str(session.pk), prompt="hello there", agent="build", effort="low")
+        sent = await client.call("prompt", str(session.pk), prompt="hello there", agent="build")
+        request_id = sent["request_id"]
         await host.wait_idle(str(session.pk))
         state = await client.state(str(session.pk))
         assert not state.running

@@ -127,7 +127,7 @@ def test_import_errors_are_clear_and_leave_nothing_behind(
 
 async def _paused_plan(make_session: Any, user: Any, host: SessionHost) -> StudioSession:
     session = await sync_to_async(make_session)(user, mode="plan")
-    await host.prompt(str(session.pk), prompt="Plan a reading list app", agent="plan", effort="low")
+    await host.prompt(str(session.pk), prompt="Plan a reading list app", agent="plan")
     await host.wait_idle(str(session.pk))
     run = await Run.objects.aget(session=session)
     assert run.status == "paused" and run.pending["kind"] == "plan"
@@ -154,7 +154,7 @@ async def test_offline_cancel_ends_a_paused_run_and_the_session_works_again(
     assert (run.status, run.pending, run.error_code) == ("aborted", None, "cancelled_offline")
     assert (await StudioSession.objects.aget(pk=session.pk)).status == "idle"
     # The store agrees: nothing waits for a review any more, and a new prompt runs normally.
-    await host.prompt(str(session.pk), prompt="Plan a smaller app", agent="plan", effort="low")
+    await host.prompt(str(session.pk), prompt="Plan a smaller app", agent="plan")
     await host.wait_idle(str(session.pk))
     assert await Run.objects.filter(session=session, status="paused").acount() == 1
     again = await sync_to_async(_cancel)(admin_client, session)
@@ -217,19 +217,16 @@ async def test_export_works_for_a_session_parked_in_the_host_and_it_carries_on(
 
 
 async def test_export_is_refused_only_while_a_run_is_writing(
-    admin_client: Client, user: Any, make_session: Any, scripted_host: Any, studio_data_dir: Path
+    admin_client: Client, user: Any, make_session: Any, gated_host: Any, studio_data_dir: Path
 ) -> None:
-    from tests.studio.fakes import text_script
-
-    host, runtimes = scripted_host(text_script("a", "b"))
+    host, gate, _server = gated_host
     session = await sync_to_async(make_session)(user)
-    await sync_to_async(Path(session.store_path).write_bytes)(b"")  # the store file exists
-    await host.prompt(str(session.pk), prompt="long job", agent="build", effort="medium")
-    await runtimes[0].reached.wait()
+    await host.prompt(str(session.pk), prompt="HOLD a long job", agent="build")
+    await gate.entered.wait()
     page = await sync_to_async(_export)(admin_client, session)
-    assert "export failed" in page and "A run is writing to this store" in page
+    assert "export failed" in page and "A turn is writing to this store" in page
     assert not (studio_data_dir / "exports").exists() or not list((studio_data_dir / "exports").iterdir())
-    runtimes[0].gate.set()
+    gate.release()
     await host.wait_idle(str(session.pk))
 
 

@@ -68,7 +68,7 @@ async def test_rows_committed_while_studio_was_away_appear_when_the_host_reopens
     first = SessionHost(flush_interval=0.01)
     set_session_host(first)
     try:
-        await first.prompt(sid, prompt="what files are here?", agent="build", effort="low")
+        await first.prompt(sid, prompt="what files are here?", agent="build")
         await first.wait_idle(sid)
         seen = await UsageRecord.objects.filter(session=session).acount()
         assert seen > 0
@@ -83,7 +83,7 @@ async def test_rows_committed_while_studio_was_away_appear_when_the_host_reopens
             await second.state(sid)  # opening the session reconciles it with its store
             await _assert_projection(session)
             # A later run keeps the projection exact (its live events and the ledger agree).
-            await second.prompt(sid, prompt="one more", agent="build", effort="low")
+            await second.prompt(sid, prompt="one more", agent="build")
             await second.wait_idle(sid)
             await _assert_projection(session)
         finally:

@@ -19,6 +19,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
     [
         ("studio:session_list", []),
         ("studio:session_detail", ["00000000-0000-0000-0000-000000000000"]),
+        ("studio:session_turns", ["00000000-0000-0000-0000-000000000000"]),
+        ("studio:session_tasks", ["00000000-0000-0000-0000-000000000000"]),
+        ("studio:session_context", ["00000000-0000-0000-0000-000000000000", 1]),
     ],
 )
 def test_every_page_requires_login(client: Client, name: str, args: list[Any]) -> None:
@@ -30,7 +33,19 @@ def test_every_page_requires_login(client: Client, name: str, args: list[Any]) -
 
 def test_commands_require_login(client: Client, user: Any, make_session: Any) -> None:
     session = make_session(user)
-    for name in ("session_prompt", "session_stop", "session_plan", "session_answer"):
+    commands = (
+        "session_prompt",
+        "session_stop",
+        "session_plan",
+        "session_answer",
+        "session_withdraw",
+        "session_promote",
+        "session_cancel_task",
+        "session_fork",
+        "session_reset",
+        "session_configure",
+    )
+    for name in commands:
         response = client.post(reverse(f"studio:{name}", args=[session.pk]), {"prompt": "hi"})
         assert response.status_code == 302, name
 
@@ -102,7 +117,19 @@ def test_another_users_session_answers_exactly_like_an_unknown_id(
     assert theirs.status_code == missing.status_code == 404
     unmasked = [re.sub(rb"[A-Za-z0-9]{64}", b"<csrf>", r.content) for r in (theirs, missing)]  # per-response masks
     assert unmasked[0] == unmasked[1]
-    for name in ("session_prompt", "session_stop", "session_plan", "session_answer"):
+    commands = (
+        "session_prompt",
+        "session_stop",
+        "session_plan",
+        "session_answer",
+        "session_withdraw",
+        "session_promote",
+        "session_cancel_task",
+        "session_fork",
+        "session_reset",
+        "session_configure",
+    )
+    for name in commands:
         for target in (session.pk, unknown):
             response = client.post(reverse(f"studio:{name}", args=[target]), {"prompt": "steal", "decision": "approve"})
             assert response.status_code == 404, name
