@@ -56,7 +56,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from studio import selectors, services
+from studio import runtime_options, selectors, services
 from studio.ledger import read_usage_ledger
 from studio.live import ContextLive, LiveBlock
 from studio.trace import view_status
@@ -157,7 +157,7 @@ async def agentcore_runtime_factory(config: SessionConfig, **extra: Any) -> Any:
     ``extra`` goes to ``create_agent`` as well (a test's factory adds a tool this way)."""
     from agentcore import create_agent
 
-    options: dict[str, Any] = {**config.model_options, **extra}
+    options: dict[str, Any] = {**runtime_options.runtime_options(), **config.model_options, **extra}
     if config.models:
         options["models"] = dict(config.models)
     return await create_agent(
@@ -366,13 +366,7 @@ class SessionHost:
         return self._layer
 
     def session_options(self) -> dict[str, Any]:
-        return {
-            "registry": self.registry,
-            "subagents": {
-                "tools": list(settings.STUDIO_SUBAGENT_TOOLS),
-                "max_agents": int(settings.STUDIO_MAX_SUBAGENTS),
-            },
-        }
+        return runtime_options.session_options(self.registry)
 
     # -- public commands ------------------------------------------------------------------
 
