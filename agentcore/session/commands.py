@@ -13,7 +13,7 @@ import json
 import math
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentcore.errors import InputValidationError
 from agentcore.inputs import AskResume, Effort, ImageInput, PlanResume, ToolApprovalResume
@@ -34,6 +34,16 @@ class SubmitCommand(_Command):
     prompt: str = Field(default="", max_length=1_000_000)
     images: list[ImageInput] = Field(default_factory=list)
     mode: Literal["steer", "follow_up", "reject"] = "follow_up"
+    # The agent mode of the turn this input starts (None: the runtime's ``mode`` option). A steer
+    # joins a turn already running in its own mode, so it cannot name one.
+    agent: Literal["build", "plan"] | None = None
+
+    @field_validator("agent")
+    @classmethod
+    def _not_on_a_steer(cls, agent: str | None, info: ValidationInfo) -> str | None:
+        if agent is not None and info.data.get("mode") == "steer":
+            raise ValueError("cannot be set on a steer: it joins the running turn in that turn's mode")
+        return agent
 
     @model_validator(mode="after")
     def _not_empty(self) -> SubmitCommand:

@@ -113,7 +113,7 @@ class ControlHandlers:
             return self._record(log, command, digest, self._receipt(command, "rejected", input_id=None))
         images = [ImageContent(i.data, i.mime_type) for i in command.images]
         if not busy:  # an idle submit (any mode) is a new turn
-            op = driver.new_op(log, command.request_id, {})
+            op = driver.new_op(log, command.request_id, {}, mode=command.agent)
             driver.configure(log, op, target)
             receipt = self._receipt(command, "accepted", input_id=command.request_id)
             payload = {
@@ -127,7 +127,10 @@ class ControlHandlers:
         mode = "steer" if command.mode == "steer" else "follow_up"
         receipt = self._receipt(command, "queued", input_id=command.request_id, mode=mode)
         control = {"fingerprint": digest, "type": "submit", "receipt": receipt}
-        driver.enqueue(log, command.request_id, command.prompt, images, mode=mode, receipt={"control": control})
+        receipt_payload = {"control": control}
+        driver.enqueue(
+            log, command.request_id, command.prompt, images, mode=mode, receipt=receipt_payload, agent=command.agent
+        )
         return receipt
 
     def _consumed(self, log: ConversationLog, input_id: str) -> str:
@@ -148,6 +151,14 @@ class ControlHandlers:
         return self._change_queued(command, target, digest, "withdrawn", lambda item: None, {"status": "withdrawn"})
 
     async def _promote(self, command: PromoteCommand, target: Context, digest: str) -> dict[str, Any]:
+        items = input_queue.read_queue(self.driver.view, target.conversation_id)
+        index = input_queue.find(items, command.input_id)
+        agent = items[index].get("agent") if index is not None else None
+        if agent is not None:
+            raise InputValidationError(
+                f"input {command.input_id!r} starts a {agent}-mode turn; it cannot steer the running one",
+                field="input_id",
+            )
         return self._change_queued(
             command, target, digest, "promoted", lambda item: dict(item, mode="steer"), {"mode": "steer"}
         )

@@ -431,18 +431,21 @@ class SessionDriver:
         receipt: dict[str, Any],
         kind: str = "input",
         commit: Commit | None = None,
+        agent: str | None = None,
     ) -> None:
-        """Add an input to ``log``'s queue (and its receipt, ``queued``) in one transaction."""
+        """Add an input to ``log``'s queue (and its receipt, ``queued``) in one transaction.
+        ``agent``: the agent mode of the turn it will start (None: the runtime's option)."""
         items = input_queue.read_queue(self.view, log.conversation_id)
-        items.append(
-            {
-                "input_id": input_id,
-                "kind": kind,
-                "mode": mode,
-                "prompt": prompt,
-                "images": [{"data": i.data, "mime_type": i.mime_type} for i in images],
-            }
-        )
+        item: dict[str, Any] = {
+            "input_id": input_id,
+            "kind": kind,
+            "mode": mode,
+            "prompt": prompt,
+            "images": [{"data": i.data, "mime_type": i.mime_type} for i in images],
+        }
+        if agent is not None:
+            item["agent"] = agent
+        items.append(item)
         commit = commit or Commit()
         commit.registers.append(input_queue.write_queue(self.view, log.conversation_id, items))
         commit.receipts.append(log.receipt(input_id, dict(receipt, status="queued", mode=mode)))
@@ -466,7 +469,7 @@ class SessionDriver:
             return True
         receipt = log.receipts.get(item["input_id"])
         payload = dict(receipt.payload if receipt else {}, status="running")
-        op = self.new_op(log, item["input_id"], {})
+        op = self.new_op(log, item["input_id"], {}, mode=item.get("agent"))
         images = [ImageContent(i["data"], i["mime_type"]) for i in item.get("images") or []]
         extra = {"input_id": item["input_id"]}
         if item["kind"] == "delivery":

@@ -7,7 +7,8 @@ steer) — so "withdraw vs consumption" has exactly one winner and an accepted i
 lost or placed twice.
 
 Items are plain JSON: ``{"input_id", "kind": "input" | "reset" | "delivery", "mode":
-"follow_up" | "steer", "prompt", "images": [{data, mime_type}], "handoff"}``.
+"follow_up" | "steer", "prompt", "images": [{data, mime_type}], "handoff", "agent": "build" |
+"plan" (only when the submit named one)}``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def preview(item: QueueItem) -> dict[str, Any]:
         "input_id": item["input_id"],
         "kind": item.get("kind", "input"),
         "mode": item.get("mode", "follow_up"),
+        "agent": item.get("agent"),
         "prompt": text[:500],
         "images": len(item.get("images") or []),
     }

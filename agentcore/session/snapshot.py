@@ -47,6 +47,7 @@ class QueuedInput(_Model):
     input_id: str
     kind: Literal["input", "reset", "delivery"]
     mode: Literal["follow_up", "steer"]
+    agent: Literal["build", "plan"] | None = None  # the agent mode of the turn it starts
     prompt: str
     images: int
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
+import pytest
+
+from agentcore.errors import InputValidationError
 from agentcore.testing.steps import Hang, Text, ToolCall
 from tests.agentcore.session_helpers import Gate, ends, last_snapshot, run_with, user_texts
 
@@ -246,3 +250,68 @@ async def test_close_ends_a_serving_host_and_pauses_its_work(make_agent, fake_se
     assert reopened.pending_request_id == "r"
     ended = ends(await run_with(reopened, {"request_id": "r"}))
     assert [(e.request_id, e.status) for e in ended] == [("r", "completed")]
+
+
+def offered(request) -> set[str]:
+    return {tool["function"]["name"] for tool in request.json.get("tools", [])}
+
+
+async def test_a_queued_submit_keeps_its_agent_mode(make_agent, fake_server) -> None:
+    """S2: ``submit`` with ``agent: "plan"`` queued behind a build turn runs as a plan-mode turn
+    (its mode travels through the queue and shows in the snapshot); a steer cannot name a mode,
+    and a plan-mode input cannot be promoted into the running build turn."""
+    gate = Gate()
+    plan = "1. Read the code\n2. Add the greeting"
+    fake_server.enqueue([ToolCall("gate", {}, id="g")], [Text("built")], [Text(plan)])
+    agent = await session_agent(make_agent, gate)
+    seen: dict[str, object] = {}
+
+    async def refused(command: dict[str, str]) -> tuple[str | None, str]:
+        with pytest.raises(InputValidationError) as info:
+            await agent.control(command)
+        return info.value.field, info.value.message
+
+    async def on_event(event) -> None:
+        if event.type == "tool" and event.phase == "start":
+            queued = await agent.control(
+                {"type": "submit", "request_id": "p", "prompt": "plan the greeting", "agent": "plan"}
+            )
+            seen["receipt"] = queued["status"]
+            seen["queue"] = agent.snapshot()["contexts"][0]["queue"]
+            seen["promote"] = await refused({"type": "promote", "request_id": "pr", "input_id": "p"})
+            steer = {"type": "submit", "request_id": "s", "prompt": "x", "mode": "steer", "agent": "plan"}
+            seen["steer"] = await refused(steer)
+            gate.open()
+
+    events = await run_with(agent, {"prompt": "build it", "request_id": "b"}, on_event)
+    assert seen["receipt"] == "queued"
+    assert [(q["input_id"], q["agent"]) for q in seen["queue"]] == [("p", "plan")]
+    assert seen["promote"][0] == "input_id" and "plan-mode turn" in seen["promote"][1]
+    assert seen["steer"][0] == "agent"
+    assert "s" not in agent.log.receipts and "pr" not in agent.log.receipts, "refused commands record nothing"
+    assert [(e.request_id, e.status) for e in ends(events)] == [("b", "completed"), ("p", "completed")]
+    build, plan_request = fake_server.requests[0], fake_server.requests[2]
+    assert "write" in offered(build) and "PLAN MODE" not in json.dumps(build.json)
+    assert not {"write", "edit", "bash"} & offered(plan_request), "the queued input ran in plan mode"
+    assert "PLAN MODE" in json.dumps(plan_request.json)
+    assert [e.phase for e in events if e.type == "plan"] == ["start", "end"]
+
+
+async def test_an_idle_submit_runs_in_the_agent_mode_it_names(make_agent, fake_server) -> None:
+    """S2: an idle ``submit`` with ``agent: "plan"`` is a plan-mode turn; the next one without
+    ``agent`` is back in the runtime's mode (build)."""
+    fake_server.enqueue([Text("1. Look\n2. Change")], [Text("done")])
+    agent = await make_agent(COMPLETIONS, session={})
+    events = []
+    async for event in agent.serve():
+        events.append(event)
+        if event.type == "session" and len(events) == 1:
+            await agent.control({"type": "submit", "request_id": "p", "prompt": "plan", "agent": "plan"})
+        if event.type == "end" and event.request_id == "p":
+            await agent.control({"type": "submit", "request_id": "b", "prompt": "now build"})
+        if event.type == "end" and event.request_id == "b":
+            agent.stop_serving()
+    assert [(e.request_id, e.status) for e in ends(events)] == [("p", "completed"), ("b", "completed")]
+    assert "PLAN MODE" in json.dumps(fake_server.requests[0].json)
+    assert "PLAN MODE" not in json.dumps(fake_server.requests[1].json)
+    assert "write" in offered(fake_server.requests[1])
