@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from tests.agentcore.tool_helpers import call, make_ctx, text
+from tests.child_guard import die_with_parent
 
 
 async def main() -> None:
@@ -24,4 +25,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     asyncio.run(main())

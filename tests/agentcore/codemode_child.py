@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcore import AgentTool, ToolContext, ToolResult, create_agent
+from tests.child_guard import die_with_parent
 
 
 def effect_tool(workdir: Path) -> AgentTool:
@@ -89,4 +90,5 @@ async def _no_sleep(seconds: float) -> None:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     asyncio.run(main())

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcore import AgentHost, AgentTool, ToolContext, ToolResult, UserInputRequired, create_agent
+from tests.child_guard import die_with_parent
 
 
 def probe_tool(workdir: Path) -> AgentTool:
@@ -112,4 +113,5 @@ async def _no_sleep(seconds: float) -> None:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     asyncio.run(main())

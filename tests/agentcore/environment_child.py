@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agentcore.extensions.environment.remote import start_worker
 from tests.agentcore.tool_helpers import Target, call, text
+from tests.child_guard import die_with_parent
 
 
 async def main() -> None:
@@ -27,4 +28,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     asyncio.run(main())

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from agentcore import create_agent
+from tests.child_guard import die_with_parent
 
 
 async def main() -> None:
@@ -59,4 +60,5 @@ async def _no_sleep(seconds: float) -> None:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     asyncio.run(main())

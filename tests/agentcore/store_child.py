@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from agentcore.errors import StoreError
 from agentcore.harness import Commit, Entry, RegisterWrite, SqliteStorageFactory, StorageFactory, UsageRow
+from tests.child_guard import die_with_parent
 
 
 def open_factory(path: str) -> StorageFactory:
@@ -64,4 +65,5 @@ def main(mode: str, path: str) -> None:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     main(sys.argv[1], sys.argv[2])

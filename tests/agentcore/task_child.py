@@ -21,6 +21,7 @@ from typing import Any
 from agentcore import agent_hook, create_agent, create_agent_registry, define_agent_extension
 from agentcore.extensions.tasks.runner import TERMINAL
 from tests.agentcore.task_fixtures import Journal, app
+from tests.child_guard import die_with_parent
 
 
 async def main() -> None:
@@ -85,4 +86,5 @@ def _print(data: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     asyncio.run(main())
