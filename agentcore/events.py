@@ -17,6 +17,9 @@ class _Event(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     target_id: int | None = None  # session mode: set on events of another context (a fork, a subagent)
+    # Session mode: the request (turn) the event belongs to, so a host can tell turns apart on
+    # one event stream; None for session events and outside session mode (the caller knows).
+    request_id: str | None = None
 
 
 class TextDeltaEvent(_Event):

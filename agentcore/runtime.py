@@ -176,8 +176,10 @@ class AgentRuntime:
 
         Messages the runtime wrote itself (continuation prompts, plan decisions, compaction
         summaries) carry ``"synthetic": true`` so a UI can show them as notices, not user turns.
-        ``entry_ids=True`` adds each message's committed ``entry_id`` (what ``fork`` takes);
-        ``target_id`` reads another context of the session (a fork, a subagent).
+        ``entry_ids=True`` adds each message's committed ``entry_id`` (what ``fork`` takes) and
+        the ``request_id`` of the operation that wrote it (None for messages no operation wrote:
+        restored or handed-off history, a compaction summary's head), which groups a transcript
+        into turns; ``target_id`` reads another context of the session (a fork, a subagent).
         """
         log = self.log
         if target_id is not None:
@@ -185,13 +187,14 @@ class AgentRuntime:
                 raise AgentError(SESSION_NOT_ENABLED, "target_id needs the session protocol")
             log = self.log.view.log(self.session.contexts.by_target(target_id).conversation_id)
         out = []
-        rows = zip(log.messages, log.message_synthetic, log.message_entry_ids, strict=True)
-        for message, synthetic, entry_id in rows:
+        rows = zip(log.messages, log.message_synthetic, log.message_entry_ids, log.message_ops, strict=True)
+        for message, synthetic, entry_id, request_id in rows:
             data = message_to_dict(message)
             if synthetic:
                 data["synthetic"] = True
             if entry_ids:
                 data["entry_id"] = entry_id
+                data["request_id"] = request_id
             out.append(data)
         return out
 

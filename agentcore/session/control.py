@@ -209,7 +209,7 @@ class ControlHandlers:
         if applied is None:
             raise InputValidationError("the decision does not answer what the request waits for", field="input_id")
         async for event in applied:
-            driver.emit(target, event)
+            driver.emit(target, event, command.input_id)
         receipt = self._receipt(command, "resumed", input_id=command.input_id)
         return self._record(log, command, digest, receipt)
 

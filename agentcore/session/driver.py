@@ -218,9 +218,16 @@ class SessionDriver:
                 continue
             yield item  # type: ignore[misc]
 
-    def emit(self, context: Context, event: AgentEvent) -> None:
+    def emit(self, context: Context, event: AgentEvent, request_id: str | None = None) -> None:
+        """Put ``event`` of ``context`` on the bus, stamped with its context (``target_id``, when
+        not the main one) and the request it belongs to."""
+        stamp: dict[str, Any] = {}
         if not context.is_main:
-            event = event.model_copy(update={"target_id": context.target_id})
+            stamp["target_id"] = context.target_id
+        if request_id is not None and event.request_id is None:
+            stamp["request_id"] = request_id
+        if stamp:
+            event = event.model_copy(update=stamp)
         for extension in self.extensions:
             extension.observe(context, event)
         self._bus.put_nowait(event)
@@ -317,7 +324,7 @@ class SessionDriver:
         engine = self.engine(log, request_id, running.abort, context)
         try:
             async for event in engine.drive(recovering=recovering):
-                self.emit(context, event)
+                self.emit(context, event, request_id)
         except AgentError:
             raise
         except Exception as exc:  # D5: record the reason, cancel queued work, never auto-continue

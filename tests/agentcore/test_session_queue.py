@@ -315,3 +315,37 @@ async def test_an_idle_submit_runs_in_the_agent_mode_it_names(make_agent, fake_s
     assert "PLAN MODE" in json.dumps(fake_server.requests[0].json)
     assert "PLAN MODE" not in json.dumps(fake_server.requests[1].json)
     assert "write" in offered(fake_server.requests[1])
+
+
+async def test_events_and_transcript_rows_name_the_turn_they_belong_to(make_agent, fake_server) -> None:
+    """S6: on one session event stream every event of a turn carries that turn's ``request_id``
+    (session snapshots carry none), and ``read_transcript(entry_ids=True)`` names the request
+    that wrote each message, so a host can group both into turns without guessing."""
+    gate = Gate()
+    fake_server.enqueue([Text("working "), ToolCall("gate", {}, id="g")], [Text("first done")], [Text("second done")])
+    agent = await session_agent(make_agent, gate)
+
+    async def on_event(event) -> None:
+        if event.type == "tool" and event.phase == "start":
+            await agent.control({"type": "submit", "request_id": "f", "prompt": "also this"})
+            gate.open()
+
+    events = await run_with(agent, {"prompt": "start", "request_id": "r"}, on_event)
+    turn_events = [e for e in events if e.type != "session"]
+    assert {e.request_id for e in events if e.type == "session"} == {None}
+    assert None not in {e.request_id for e in turn_events}
+    order = [e.request_id for e in turn_events]
+    assert order == sorted(order, key=["r", "f"].index), "a turn's events never interleave with the next's"
+    by_turn = {rid: [e.type for e in turn_events if e.request_id == rid] for rid in ("r", "f")}
+    assert "tool" in by_turn["r"] and "text_delta" in by_turn["r"] and by_turn["r"][-1] == "end"
+    assert "tool" not in by_turn["f"] and by_turn["f"][-1] == "end"
+    rows = agent.read_transcript(entry_ids=True)
+    assert [(row["role"], row["request_id"]) for row in rows] == [
+        ("user", "r"),
+        ("assistant", "r"),
+        ("tool_result", "r"),
+        ("assistant", "r"),
+        ("user", "f"),
+        ("assistant", "f"),
+    ]
+    assert "request_id" not in agent.read_transcript()[0], "only asked for with entry_ids"
