@@ -263,8 +263,9 @@ class AgentRuntime:
         storage = self._storage
         label = getattr(storage, "label", "") if storage is not None else ""
         kind = getattr(storage, "kind", "custom")  # the built-in backends name themselves
+        version = getattr(storage, "schema_version", None)
         records: dict[str, Any] = {
-            "storage": {"label": label, "kind": kind, "owner_id": self.owner_id},
+            "storage": {"label": label, "kind": kind, "schema_version": version, "owner_id": self.owner_id},
             "environment": {
                 "id": "local",
                 "label": "Local machine",

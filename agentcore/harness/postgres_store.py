@@ -57,6 +57,7 @@ from agentcore.harness.commit_codec import (
 from agentcore.harness.postgres_schema import (
     CAS_MISMATCH,
     FENCED,
+    SCHEMA_VERSION,
     ensure_schema,
     installed_version,
     lock_namespace,
@@ -154,6 +155,7 @@ class PostgresStorage:
     """
 
     kind: ClassVar[str] = "postgresql"
+    schema_version: ClassVar[int] = SCHEMA_VERSION  # an open store is always at it (older ones migrate)
 
     def __init__(
         self,

@@ -75,6 +75,7 @@ class SqliteStorage:
     """
 
     kind: ClassVar[str] = "sqlite"
+    schema_version: ClassVar[int] = SCHEMA_VERSION  # an open store is always at it (older ones migrate)
 
     def __init__(
         self,

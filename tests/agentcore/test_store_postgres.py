@@ -52,6 +52,7 @@ from agentcore.harness import (
 )
 from agentcore.harness.postgres_schema import APPLY_COMMIT_ARGS, SCHEMA_VERSION
 from agentcore.harness.postgres_store import PostgresStorage, PostgresStorageFactory, postgres_storage
+from agentcore.harness.sqlite_schema import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 from agentcore.host import AgentHost
 from agentcore.inputs import AgentOptions
 from agentcore.offline import cancel_agent_conversation
@@ -143,14 +144,16 @@ async def test_a_run_on_database_url_resumes_in_a_new_runtime(make_agent, fake_s
     assert len(fake_server.requests) == 1
 
 
-async def test_records_name_each_backend_by_kind_not_by_its_label(make_agent, store_url, tmp_path: Path) -> None:
+async def test_records_name_each_backend_by_kind_and_schema_version(make_agent, store_url, tmp_path: Path) -> None:
     """The snapshot's ``records.storage.kind`` comes from the backend itself: a PostgreSQL store
-    is ``postgresql`` and a SQLite file is ``sqlite`` whatever its name ends with."""
+    is ``postgresql`` and a SQLite file is ``sqlite`` whatever its name ends with, each with the
+    schema version an open store is at (a memory store has none)."""
     on_postgres = await make_agent(database_url=store_url)
     on_sqlite = await make_agent(database_path=str(tmp_path / "agent.data"))
     in_memory = await make_agent()
-    kinds = [agent.records()["storage"]["kind"] for agent in (on_postgres, on_sqlite, in_memory)]
-    assert kinds == ["postgresql", "sqlite", "memory"]
+    storages = [agent.records()["storage"] for agent in (on_postgres, on_sqlite, in_memory)]
+    assert [s["kind"] for s in storages] == ["postgresql", "sqlite", "memory"]
+    assert [s["schema_version"] for s in storages] == [SCHEMA_VERSION, SQLITE_SCHEMA_VERSION, None]
 
 
 @pytest.mark.parametrize(
