@@ -30,8 +30,9 @@ from agentcore.extensions.catalogs import CatalogToolDescriptor
 from agentcore.extensions.mcp import connect_mcp_server
 from agentcore.extensions.mcp_catalog import McpServerDefinition, create_mcp_tool_catalog, mcp_tool_descriptors
 from agentcore.testing.steps import Text, ToolCall
+from tests.agentcore.child_process import spawn
 from tests.agentcore.session_helpers import last_snapshot, run_with
-from tests.agentcore.test_crash_resume import Child, assert_store_invariants
+from tests.agentcore.test_crash_resume import assert_store_invariants
 
 COMPLETIONS = "openai-completions"
 SERVER = str(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_catalog_server.py")
@@ -615,21 +616,9 @@ async def test_a_catalog_call_cut_by_a_crash_follows_its_saved_replay_policy(
         [Text("after the crash")],
     )
     in_flight, fifo = await open_fifo(calls)  # a reader first, so the server's write can open it
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(CHILD),
-        "--db",
-        str(db),
-        "--base-url",
-        fake_server.base_url,
-        "--catalog",
-        json.dumps(spec),
-        "--request-id",
-        "r1",
-        stdout=asyncio.subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    child = await spawn(
+        CHILD, "--db", str(db), "--base-url", fake_server.base_url, "--catalog", json.dumps(spec), "--request-id", "r1"
     )
-    child = Child(process)
     try:
         async with asyncio.timeout(30):
             assert await in_flight.readline() == f"{tool}\n".encode(), "the server is running the call"
@@ -648,7 +637,7 @@ async def test_a_catalog_call_cut_by_a_crash_follows_its_saved_replay_policy(
         assert_store_invariants(db)
     finally:
         fifo.close()
-        if process.returncode is None:
+        if child.proc.returncode is None:
             await child.kill()
         for pid in logs.starts():  # a server the killed child left behind
             if not pid_is_gone(pid):

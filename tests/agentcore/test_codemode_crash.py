@@ -10,12 +10,9 @@ or the sandbox is refused clearly, with nothing run again.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +21,11 @@ import pytest
 from agentcore.harness import SqliteStorageFactory
 from agentcore.testing.fake_server import FakeProviderServer
 from agentcore.testing.steps import Text, ToolCall
+from tests.agentcore.child_process import Child, running, spawn, until
 from tests.agentcore.codemode_helpers import worker_pids
-from tests.agentcore.test_crash_resume import Child, assert_store_invariants, running, until
+from tests.agentcore.test_crash_resume import assert_store_invariants
 
 pytestmark = pytest.mark.crash
-ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("codemode_child.py")
 
 NEVER_IN_FLIGHT = """
@@ -58,31 +55,8 @@ async def server():
 
 
 async def start(server: FakeProviderServer, db: Path, workdir: Path, request_id: str = "job") -> Child:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(CHILD),
-        "--db",
-        str(db),
-        "--base-url",
-        server.base_url,
-        "--workdir",
-        str(workdir),
-        "--request-id",
-        request_id,
-        stdout=asyncio.subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
-    return Child(proc)
-
-
-async def run_to_end(child: Child) -> list[dict[str, Any]]:
-    assert child.proc.stdout is not None
-    async with asyncio.timeout(90):
-        async for line in child.proc.stdout:
-            child.events.append(json.loads(line))
-        await child.proc.wait()
-    assert child.proc.returncode == 0, child.events[-3:]
-    return child.events
+    args = ("--db", str(db), "--base-url", server.base_url, "--workdir", str(workdir), "--request-id", request_id)
+    return await spawn(CHILD, *args)
 
 
 def lines(path: Path) -> list[str]:
@@ -122,7 +96,7 @@ async def test_kill_during_a_never_call_resumes_without_redoing_anything(server,
     await kill_inside(await start(server, db, workspace), lambda: "two" in lines(effects))
     assert lines(effects) == ["one", "two"]
 
-    events = await run_to_end(await start(server, db, workspace))
+    events = await (await start(server, db, workspace)).run_to_end()
     assert [e["status"] for e in events if e["type"] == "end"] == ["completed"]
     assert lines(effects) == ["one", "two", "three"], "nothing ran twice"
     result = codemode_result(events)["result"]
@@ -147,7 +121,7 @@ async def test_kill_during_a_safe_call_reruns_only_that_call(server, tmp_path, w
     probe, effects = workspace / "probe.txt", workspace / "effects.txt"
     await kill_inside(await start(server, db, workspace), lambda: len(lines(probe)) == 1)
 
-    events = await run_to_end(await start(server, db, workspace))
+    events = await (await start(server, db, workspace)).run_to_end()
     assert lines(probe) == ["probe", "probe"], "the safe call was re-run once"
     assert lines(effects) == ["one", "three"]
     assert codemode_result(events)["result"] == 'Return value: "probe ran 2 times"'
@@ -190,7 +164,7 @@ async def test_resume_refuses_a_log_that_does_not_match_and_runs_nothing(
     await kill_inside(await start(server, db, workspace), lambda: "two" in lines(effects))
     _tamper(db, change)
 
-    events = await run_to_end(await start(server, db, workspace))
+    events = await (await start(server, db, workspace)).run_to_end()
     result = codemode_result(events)
     assert result["is_error"] and "could not resume this script after a restart" in result["result"]
     assert reason in result["result"]
@@ -220,7 +194,7 @@ async def test_a_crash_during_recovery_recovers_again_from_the_longer_log(server
     await kill_inside(await start(server, db, workspace), lambda: "two" in lines(effects))
     await kill_inside(await start(server, db, workspace), lambda: "three" in lines(effects))
 
-    events = await run_to_end(await start(server, db, workspace))
+    events = await (await start(server, db, workspace)).run_to_end()
     assert lines(effects) == ["one", "two", "three"]
     assert codemode_result(events)["result"] == 'Return value: ["one ran","unknown","unknown"]'
     statuses = [(e.payload["index"], e.payload["status"]) for e in stored(db, "nested_result")]
@@ -261,7 +235,7 @@ async def test_resume_refuses_a_rerun_that_leaves_the_log(server, tmp_path, work
     finally:
         conn.close()
 
-    events = await run_to_end(await start(server, db, workspace))
+    events = await (await start(server, db, workspace)).run_to_end()
     result = codemode_result(events)
     assert result["is_error"] and "the execution log has 2 calls, but the re-run ended after 1" in result["result"]
     assert lines(effects) == ["one", "two"]

@@ -7,14 +7,10 @@ by this test; it is SIGKILLed at a scripted point, then a new child re-runs the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
-import signal
 import sqlite3
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,69 +20,17 @@ from agentcore import create_agent
 from agentcore.harness import SqliteStorageFactory
 from agentcore.testing.fake_server import FakeProviderServer
 from agentcore.testing.steps import Hang, Text, ToolCall, Usage
+from tests.agentcore.child_process import Child, running, spawn, until
 
 pytestmark = pytest.mark.crash
-ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("crash_child.py")
-
-
-class Child:
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.events: list[dict[str, Any]] = []
-
-    async def wait_for(self, predicate: Callable[[dict[str, Any]], bool], limit: float = 30) -> dict[str, Any]:
-        async with asyncio.timeout(limit):
-            for event in self.events:
-                if predicate(event):
-                    return event
-            assert self.proc.stdout is not None
-            while True:
-                line = await self.proc.stdout.readline()
-                if not line:
-                    raise AssertionError(f"child ended first; events: {self.events}")
-                event = json.loads(line)
-                self.events.append(event)
-                if predicate(event):
-                    return event
-
-    async def finish(self, limit: float = 60) -> dict[str, Any]:
-        end = await self.wait_for(lambda e: e["type"] == "end", limit)
-        await self.proc.wait()
-        return end
-
-    async def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        await self.proc.wait()
 
 
 async def start_child(
     server: FakeProviderServer, db: Path, workdir: Path, request_id: str = "job", *extra: str
 ) -> Child:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(CHILD),
-        *extra,
-        "--db",
-        str(db),
-        "--base-url",
-        server.base_url,
-        "--workdir",
-        str(workdir),
-        "--request-id",
-        request_id,
-        stdout=asyncio.subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
-    return Child(proc)
-
-
-async def until(condition: Callable[[], bool], limit: float = 30) -> None:
-    """Wait for an external condition (a file written by the child) by polling it: another
-    process writes it, so there is no in-process event to await."""
-    async with asyncio.timeout(limit):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+    args = ("--db", str(db), "--base-url", server.base_url, "--workdir", str(workdir), "--request-id", request_id)
+    return await spawn(CHILD, *extra, *args)
 
 
 async def transcript(db: Path, server: FakeProviderServer) -> tuple[list[dict[str, Any]], Any]:
@@ -102,15 +46,6 @@ async def transcript(db: Path, server: FakeProviderServer) -> tuple[list[dict[st
         return runtime.read_transcript(), runtime.log
     finally:
         await runtime.close()
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie waiting for init to reap it is dead)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def texts(messages: list[dict[str, Any]]) -> str:

@@ -207,9 +207,7 @@ async def _stream_with_abort(provider: SSEAdapter, request: ProviderRequest, tri
 async def test_abort_while_waiting_for_headers(fake_server, default_provider, api_kind) -> None:
     """L8: the run waits for headers (60 s bound): our abort ends it at once, `cancelled`."""
     fake_server.enqueue([Hang(before_headers=True)])
-    out = await _stream_with_abort(
-        default_provider, _request(fake_server, api_kind), fake_server.until_hanging(1)
-    )
+    out = await _stream_with_abort(default_provider, _request(fake_server, api_kind), fake_server.until_hanging(1))
     assert out.end.failure is not None and out.end.failure.kind == "cancelled"
     assert out.end.message.stop_reason == "aborted"
     await fake_server.until(lambda s: s.requests[0].client_disconnected)

@@ -129,13 +129,17 @@ async def test_resend_returns_the_same_receipt_and_conflicts_are_refused(make_ag
             gate.open()
 
     events = await run_with(agent, {"prompt": "go", "request_id": "main-request"}, on_event)
-    assert receipts[0] == receipts[1] == {
-        "request_id": "f1",
-        "type": "submit",
-        "status": "queued",
-        "input_id": "f1",
-        "mode": "follow_up",
-    }
+    assert (
+        receipts[0]
+        == receipts[1]
+        == {
+            "request_id": "f1",
+            "type": "submit",
+            "status": "queued",
+            "input_id": "f1",
+            "mode": "follow_up",
+        }
+    )
     assert [e.request_id for e in ends(events)] == ["main-request", "f1"]
     assert len(fake_server.requests) == 3, "the follow-up ran once"
     assert "and then" in json.dumps(fake_server.requests[2].json)

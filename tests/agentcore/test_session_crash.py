@@ -8,11 +8,8 @@ receipts survive.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +17,10 @@ import pytest
 
 from agentcore.testing.fake_server import FakeProviderServer
 from agentcore.testing.steps import Hang, Text, ToolCall
-from tests.agentcore.test_crash_resume import Child, assert_store_invariants
+from tests.agentcore.child_process import Child, spawn
+from tests.agentcore.test_crash_resume import assert_store_invariants
 
 pytestmark = pytest.mark.crash
-ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("session_child.py")
 CHILD_TASK = "Inspect the workspace"
 
@@ -37,35 +34,12 @@ async def server():
 async def start(
     server: FakeProviderServer, db: Path, workdir: Path, request_id: str, prompt: str = "go", commands: Any = ()
 ) -> Child:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(CHILD),
-        "--db",
-        str(db),
-        "--base-url",
-        server.base_url,
-        "--workdir",
-        str(workdir),
-        "--request-id",
-        request_id,
-        "--prompt",
-        prompt,
-        "--commands",
-        json.dumps(list(commands)),
-        stdout=asyncio.subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
-    return Child(proc)
+    args = ("--db", str(db), "--base-url", server.base_url, "--workdir", str(workdir), "--request-id", request_id)
+    return await spawn(CHILD, *args, "--prompt", prompt, "--commands", json.dumps(list(commands)))
 
 
 async def run_to_end(child: Child) -> list[dict[str, Any]]:
-    assert child.proc.stdout is not None
-    async with asyncio.timeout(60):
-        async for line in child.proc.stdout:
-            child.events.append(json.loads(line))
-        await child.proc.wait()
-    assert child.proc.returncode == 0, child.events[-3:]
-    return child.events
+    return await child.run_to_end(limit=60)
 
 
 def last_user_text(request: Any) -> str:

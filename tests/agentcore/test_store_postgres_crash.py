@@ -25,7 +25,8 @@ from agentcore.harness.postgres_store import PostgresStorage
 from agentcore.harness.postgres_target import target_from_url
 from agentcore.testing.fake_server import FakeProviderServer
 from agentcore.testing.steps import Hang, Text, ToolCall, Usage
-from tests.agentcore.test_crash_resume import Child, running, start_child, until
+from tests.agentcore.child_process import Child, running, until
+from tests.agentcore.test_crash_resume import start_child
 from tests.pg import PostgresCluster, wait_for_sessions_gone
 
 pytestmark = pytest.mark.crash
@@ -239,4 +240,3 @@ async def test_random_kills_converge(server, url, postgres, workspace) -> None:
     lines = side.read_text().split() if side.exists() else []
     assert len(lines) == len(set(lines)), f"a never-replay command ran twice: {lines}"
     assert_store_invariants(url)
-

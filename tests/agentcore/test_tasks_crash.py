@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sqlite3
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,8 +13,8 @@ from typing import Any
 import pytest
 
 from agentcore.testing.fake_server import FakeProviderServer
+from tests.agentcore.child_process import Child, spawn, until
 from tests.agentcore.task_fixtures import Journal
-from tests.agentcore.test_crash_resume import Child, until
 
 pytestmark = pytest.mark.crash
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,20 +28,7 @@ async def server():
 
 
 async def start(server: FakeProviderServer, db: Path, journal: Journal, *extra: str) -> Child:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(CHILD),
-        "--db",
-        str(db),
-        "--base-url",
-        server.base_url,
-        "--journal",
-        str(journal.path),
-        *extra,
-        stdout=asyncio.subprocess.PIPE,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
-    return Child(proc)
+    return await spawn(CHILD, "--db", str(db), "--base-url", server.base_url, "--journal", str(journal.path), *extra)
 
 
 def task_row(db: Path, task_id: str) -> dict[str, Any] | None:
