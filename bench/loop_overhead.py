@@ -13,7 +13,11 @@ Variants, interleaved (the order rotates every repeat) and reported as medians:
 - ``sqlite``: ``database_path=`` a fresh SQLite file (durability on);
 - ``floor``: raw ``httpx`` posting the runtime's exact request bytes (captured from an
   untimed SQLite run of the same N, headers included) on one pooled connection and reading
-  every SSE byte unparsed.
+  every SSE byte unparsed;
+- ``adapter``: the runtime's provider adapter alone streaming the same requests (the
+  ``ProviderRequest`` objects captured from that untimed run): request encoding, SSE parsing,
+  stream events and the stream bounds, no engine and no store. It splits the distance to the
+  floor into the adapter's part and the engine's.
 
 The fake provider runs in a child process (``bench/loopkit.py``), so the CPU columns are this
 process's, i.e. the client's alone; "overhead" is the runtime's CPU per turn above the floor's.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import statistics
 import tempfile
@@ -49,8 +54,10 @@ from loopkit import (
 )
 
 from agentcore import AgentTool, ToolContext, ToolResult, create_agent
+from agentcore.providers import ProviderRegistry
+from agentcore.providers.base import ProviderRequest, StreamEnd
 
-VARIANTS = ("memory", "sqlite", "floor")
+VARIANTS = ("memory", "sqlite", "floor", "adapter")
 
 
 def counting_tool(counter: Counter) -> AgentTool:
@@ -61,9 +68,15 @@ def counting_tool(counter: Counter) -> AgentTool:
 
 
 async def run_agentcore(
-    provider: ProviderProcess, api_kind: str, turns: int, database: Path | None, workdir: Path
+    provider: ProviderProcess,
+    api_kind: str,
+    turns: int,
+    database: Path | None,
+    workdir: Path,
+    capture: list[ProviderRequest] | None = None,
 ) -> Sample:
-    """One timed loop (``run()`` from the prompt to the end event); asserts it really looped."""
+    """One timed loop (``run()`` from the prompt to the end event); asserts it really looped.
+    ``capture`` collects the provider requests the runtime made (for the ``adapter`` variant)."""
     counter = Counter()
     tool = counting_tool(counter)
     provider.script(loop_script(turns))
@@ -80,6 +93,8 @@ async def run_agentcore(
     if database is not None:
         options["database_path"] = str(database)
     runtime = await create_agent(**options)
+    if capture is not None:
+        record_requests(runtime, api_kind, capture)
     last: list[Any] = []
 
     async def loop() -> None:
@@ -100,6 +115,41 @@ async def run_agentcore(
     return sample
 
 
+def record_requests(runtime: Any, api_kind: str, into: list[ProviderRequest]) -> None:
+    """Wrap the runtime's adapter (a private attribute: a benchmark's privilege) so each request
+    is kept with a copy of its message list, as the engine passed it."""
+    adapter = runtime._providers.get(api_kind)
+    stream = adapter.stream
+
+    def recording(request: ProviderRequest, abort: Any = None) -> Any:
+        into.append(dataclasses.replace(request, messages=list(request.messages)))
+        return stream(request, abort)
+
+    adapter.stream = recording
+
+
+async def run_adapter(provider: ProviderProcess, api_kind: str, turns: int, requests: list[ProviderRequest]) -> Sample:
+    """The adapter streaming the captured requests, one after another, each read to its end."""
+    provider.script(loop_script(turns))
+    registry = ProviderRegistry()
+    adapter = registry.get(api_kind)
+    failures: list[Any] = []
+
+    async def replay() -> None:
+        for request in requests:
+            async for event in adapter.stream(request):
+                if isinstance(event, StreamEnd) and event.failure is not None:
+                    failures.append(event.failure)
+
+    try:
+        sample = await timed(replay)
+    finally:
+        await registry.aclose()
+    if failures:
+        raise AssertionError(f"adapter {api_kind}: {failures[:3]}")
+    return sample
+
+
 async def run_floor(provider: ProviderProcess, turns: int, requests: list[RawRequest]) -> Sample:
     provider.script(loop_script(turns))
     wall, cpu = await replay_floor(provider.url, requests)
@@ -116,16 +166,21 @@ async def measure(provider: ProviderProcess, api_kind: str, turns: int, repeat: 
         runs += 1
         return tmp / f"{api_kind}-{turns}-{runs}.sqlite"
 
-    await run_agentcore(provider, api_kind, turns, fresh_db(), workdir)  # warm-up; its bytes are the floor's
+    captured: list[ProviderRequest] = []
+    await run_agentcore(provider, api_kind, turns, fresh_db(), workdir, captured)  # warm-up; the floor's bytes
+    if len(captured) != turns + 1:
+        raise AssertionError(f"captured {len(captured)} provider requests, expected {turns + 1}")
     requests = provider.raw_requests()
     if any(r.path != PATHS[api_kind] for r in requests):
         raise AssertionError(f"unexpected request paths: {sorted({r.path for r in requests})}")
     samples: dict[str, list[Sample]] = {v: [] for v in VARIANTS}
     for attempt in range(repeat):
-        order = VARIANTS[attempt % 3 :] + VARIANTS[: attempt % 3]
-        for variant in order:
+        shift = attempt % len(VARIANTS)
+        for variant in VARIANTS[shift:] + VARIANTS[:shift]:
             if variant == "floor":
                 sample = await run_floor(provider, turns, requests)
+            elif variant == "adapter":
+                sample = await run_adapter(provider, api_kind, turns, captured)
             else:
                 database = fresh_db() if variant == "sqlite" else None
                 sample = await run_agentcore(provider, api_kind, turns, database, workdir)
@@ -148,7 +203,7 @@ def summarise(samples: dict[str, list[Sample]], turns: int) -> dict[str, Any]:
     for variant in VARIANTS:
         result[f"{variant}_ms"] = per_turn(variant, "wall")
         result[f"{variant}_cpu_ms"] = per_turn(variant, "cpu")
-    for variant in ("memory", "sqlite"):
+    for variant in ("memory", "sqlite", "adapter"):
         result[f"{variant}_ratio"] = ratio(variant, "wall")
         result[f"{variant}_best_ratio"] = min(s.wall for s in samples[variant]) / min(s.wall for s in samples["floor"])
         result[f"{variant}_cpu_overhead_ms"] = result[f"{variant}_cpu_ms"] - result["floor_cpu_ms"]
@@ -156,16 +211,17 @@ def summarise(samples: dict[str, list[Sample]], turns: int) -> dict[str, Any]:
 
 
 HEADER = (
-    f"{'api kind':<20}{'N':>5}{'floor':>8}{'memory':>8}{'sqlite':>8}{'mem ×':>7}{'sql ×':>7}{'sql best×':>10}"
-    f"{'floor cpu':>10}{'sql cpu':>9}{'sql cpu over':>13}"
+    f"{'api kind':<20}{'N':>5}{'floor':>8}{'memory':>8}{'sqlite':>8}{'adapt ×':>8}{'mem ×':>7}{'sql ×':>7}"
+    f"{'sql best×':>10}{'floor cpu':>10}{'adapt cpu':>10}{'mem cpu':>8}{'sql cpu':>8}{'sql cpu over':>13}"
 )
 
 
 def row(api_kind: str, r: dict[str, Any]) -> str:
     return (
         f"{api_kind:<20}{r['turns']:>5}{r['floor_ms']:>8.2f}{r['memory_ms']:>8.2f}{r['sqlite_ms']:>8.2f}"
-        f"{r['memory_ratio']:>7.2f}{r['sqlite_ratio']:>7.2f}{r['sqlite_best_ratio']:>10.2f}"
-        f"{r['floor_cpu_ms']:>10.2f}{r['sqlite_cpu_ms']:>9.2f}{r['sqlite_cpu_overhead_ms']:>13.2f}"
+        f"{r['adapter_ratio']:>8.2f}{r['memory_ratio']:>7.2f}{r['sqlite_ratio']:>7.2f}{r['sqlite_best_ratio']:>10.2f}"
+        f"{r['floor_cpu_ms']:>10.2f}{r['adapter_cpu_ms']:>10.2f}{r['memory_cpu_ms']:>8.2f}{r['sqlite_cpu_ms']:>8.2f}"
+        f"{r['sqlite_cpu_overhead_ms']:>13.2f}"
     )
 
 
