@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
+import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -95,7 +97,9 @@ class AgentRuntime:
             tool_definitions={d.name: d for d in tool_definitions},
             resolved_model=resolved_model,
             models=models or {},
-            scratch=Path(tempfile.mkdtemp(prefix="agentcore-")),
+            # Created by the first bash call whose output is cut (most runtimes never need it),
+            # removed by close(): one runtime per session must not leave a directory behind.
+            scratch=Path(tempfile.gettempdir()) / f"agentcore-{secrets.token_hex(8)}",
             compaction=session.compaction if session is not None else CompactionSettings.parse(None),
         )
         self.session: SessionDriver | None = None
@@ -140,6 +144,7 @@ class AgentRuntime:
             await self.session.aclose()
         await self._providers.aclose()
         await self.config.aclose()
+        shutil.rmtree(self.config.scratch, ignore_errors=True)
         if self._storage is not None:
             self._storage.close()
             self._release()
