@@ -7,6 +7,7 @@ of test runs). It is made only when a command's output is cut, and removed by ``
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -37,6 +38,7 @@ async def test_spooled_output_is_readable_until_close_then_removed(make_agent, f
     result = next(e for e in events if e.type == "tool" and e.phase == "end").result
     saved = Path(re.search(r"(/\S+\.log)", result).group(1))
     assert saved.parent == agent.config.scratch
-    assert saved.read_text().splitlines()[0] == "1", "the whole output, its head included"
+    head = (await asyncio.to_thread(saved.read_text)).splitlines()[0]
+    assert head == "1", "the whole output, its head included"
     await agent.close()
     assert not agent.config.scratch.exists()
