@@ -6,7 +6,7 @@ scripted fake provider server on loopback. The responder decides each response f
 request alone (the prompt and the calls already made in this turn):
 
 - ``CODEMODE`` runs ``SCRIPT`` through ``codemode``; with ``HOLD:<token>`` the script waits in
-  its second nested call (``wait_for_release``, see ``slow_demo``) until the test releases it;
+  its third nested call (``wait_for_release``, see ``slow_demo``) until the test releases it;
 - ``SEARCH ADD`` searches the catalogs (``tool_search``), then calls ``fx_add``;
 - ``ADD AGAIN`` calls ``fx_add`` (offered since the search), ``CRASH`` calls ``fx_crash``;
 - ``BASH <command>`` runs one bash command;
@@ -31,9 +31,9 @@ HOSTILE = '<img src=x onerror="window.__pwned=1">'
 SCRIPT = """// count the README's lines; HOSTILE stays text
 const listing = (await tools.ls({})).split("\\n");
 text("listed", listing.length, "entries");
-HOLD_LINE
 const body = await tools.read({path: "README.md"});
 text("README has", body.split("\\n").length, "lines");
+HOLD_LINE
 return {entries: listing.length, note: "</pre><script>window.__pwned = 2</script>"};
 """.replace("HOSTILE", HOSTILE)
 BASH = re.compile(r"BASH (.+)", re.S)
@@ -68,7 +68,7 @@ def responder(request: RecordedRequest) -> list[Step]:
         return _say(body, "The script finished: " + _output(outputs).splitlines()[0][:200])
     if "SEARCH ADD" in user:
         if "tool_search" not in made:
-            return _call(body, "tool_search", {"query": "add two integers"})
+            return _call(body, "tool_search", {"query": "add two integers; kill the server process"})
         if "fx_add" not in made and "fx_add" in tools:
             return _call(body, "fx_add", {"a": 2, "b": 3})
         return _say(body, "fx_add said: " + _output(outputs)[:200])
