@@ -184,7 +184,7 @@ async def test_a_worker_killed_during_a_call_shows_the_environment_error(extras_
     output = page.locator(f"{tool} .tool-body", has_text=re.compile(r"worker=\d+"))
     await output.wait_for()
     pid = int(re.search(r"worker=(\d+)", await output.inner_text()).group(1))  # type: ignore[union-attr]
-    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")  # noqa: ASYNC240 - one tiny read
     assert b"agentcore.extensions.environment.worker" in cmdline, cmdline  # the worker, nothing else
     os.kill(pid, signal.SIGKILL)
     await wait_settled(page)
