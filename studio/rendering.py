@@ -355,6 +355,8 @@ def block_context(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | N
         "key_arg": key_arg,
         "args_json": pretty_json(block.arguments) if block.kind == "tool" and code_run is None else "",
         "code_run": code_run,
+        # The call started but no snapshot lists its execution yet (not "no longer listed").
+        "code_starting": code_run is not None and code_run.execution is None and block.status == "running",
     }
 
 

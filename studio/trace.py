@@ -614,25 +614,22 @@ def records_sections(records: dict[str, Any] | None) -> dict[str, Any]:
 def code_mode_limits(raw: dict[str, Any]) -> RecordItem:
     """Code mode in Records: the engine and its limits (the executions are in Tasks)."""
     limits = raw.get("limits") if isinstance(raw.get("limits"), dict) else raw
-    fields: list[tuple[str, Any]] = [
-        (label, limits.get(key))
-        for key, label in (
-            ("memory_limit_bytes", "memory_limit_bytes"),
-            ("timeout_ms", "timeout_ms"),
-            ("max_calls", "max_calls"),
-            ("max_output_chars", "max_output_chars"),
-        )
-        if limits.get(key) is not None
+    memory, timeout = limits.get("memory_limit_bytes"), limits.get("timeout_ms")
+    calls, output = limits.get("max_calls"), limits.get("max_output_chars")
+    rows: list[tuple[str, Any]] = [
+        ("Memory limit", f"{memory / (1 << 20):g} MiB" if isinstance(memory, int) else None),
+        ("Timeout", f"{timeout / 1000:g} s" if isinstance(timeout, int) else None),
+        ("Calls per script", calls),
+        ("Output kept", f"{output:,} characters" if isinstance(output, int) else None),
+        ("Sandbox", raw.get("fingerprint")),
+        ("Scripts run", raw.get("executions_total")),
     ]
-    for key in ("engine", "fingerprint", "executions_total"):
-        if raw.get(key) is not None:
-            fields.append((key, raw[key]))
     enabled = raw.get("enabled", True)
     return RecordItem(
         title=str(raw.get("engine") or "QuickJS sandbox"),
         state="ok" if enabled else "",
         state_label="on" if enabled else "off",
-        fields=fields,
+        fields=[(label, value) for label, value in rows if value is not None],
     )
 
 

@@ -186,7 +186,8 @@ def test_code_mode_in_records_lists_its_limits_and_engine() -> None:
     item = trace.records_sections(RECORDS)["code_mode"]
     fields = dict(item.fields)
     assert (item.title, item.state_label) == ("quickjs 1.19.4", "on")
-    assert (fields["memory_limit_bytes"], fields["timeout_ms"], fields["max_calls"]) == (67108864, 300000, 500)
+    assert (fields["Memory limit"], fields["Timeout"], fields["Calls per script"]) == ("64 MiB", "300 s", 500)
+    assert (fields["Output kept"], fields["Sandbox"]) == ("50,000 characters", "sha256:abc")
     assert trace.records_sections({"code_mode": None})["code_mode"] is None
 
 
@@ -214,7 +215,8 @@ def test_the_records_tab_renders_a_remote_environment_and_a_catalog_in_drift() -
     assert "differs from the definition" in text(element(crm, css="record-error"))
     assert "3 allowed · 0 declared · 3 saved" in text(crm) and "https://crm.example/mcp" in crm
     assert text(element(element(html, attr=("data-catalog", "docs")), css="catalog-status")) == "declared"
-    assert "example.timer v1" in html and "67108864" in html and "1 hook error" in html
+    assert "example.timer v1" in html and "64 MiB" in text(element(html, id="records-code-mode"))
+    assert "1 hook error" in html
     assert "tok-secret-123" not in html and "api_token" not in html
 
 
@@ -338,3 +340,20 @@ def test_a_context_renders_everything_before_its_live_turn_from_the_store() -> N
     resumed = ctx.begin_after(TRANSCRIPT, request_id="r2")
     assert resumed.prompt is None and ctx.settled_len([*TRANSCRIPT, _msg("assistant", "x", "e9")]) == 8
     assert "r2" not in ctx.ended
+
+
+@pytest.mark.django_db
+def test_a_codemode_row_says_starting_until_a_snapshot_lists_its_execution() -> None:
+    """A live ``codemode`` block before the snapshot has its execution says it is starting; a
+    finished one the snapshot no longer lists says so (and still shows its script)."""
+    from studio.live import LiveBlock
+    from studio.rendering import render_block
+
+    block = LiveBlock(key="b0", kind="tool", tool_call_id="e1:c1", name="codemode",
+                      arguments={"code": "return 1;"}, status="running")  # fmt: skip
+    assert "Starting the script" in render_block(block, "lv", {})
+    block.status, block.result = "ok", "Return value: 1"
+    html = render_block(block, "lv", {})
+    assert "no longer lists" in html and "Return value: 1" in html and "return" in text(element(html, css="cm-script"))
+    listed = render_block(block, "lv", {"e1:c1": _execution("e1:c1", "completed", [_nested(0, "ls", "completed")])})
+    assert "cm-call" in listed and "no longer lists" not in listed and "1 call" in text(element(listed, css="cm-count"))
