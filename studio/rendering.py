@@ -375,9 +375,9 @@ def render_block_parts(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRun
 def render_code_mode_parts(
     blocks: list[LiveBlock], dom_prefix: str, code_mode: CodeModeRuns, *, skip: set[str] | None = None
 ) -> list[str]:
-    """The live turn's ``codemode`` blocks again, for a push whose snapshot changed: a nested
-    call settles in a commit (a new snapshot) that no ``tool`` event of the script announces,
-    so the block must follow the snapshot like the Trace does. ``skip``: keys already sent."""
+    """The live turn's ``codemode`` blocks again, for a push whose snapshot changed. The snapshot
+    that lists a nested call (or the script's end) can arrive after the script's last ``tool``
+    event, so the block follows the snapshots like the Trace does. ``skip``: keys already sent."""
     skip = skip or set()
     return [
         render_block_parts(block, dom_prefix, code_mode)

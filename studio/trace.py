@@ -8,6 +8,12 @@ store: ``target_id``), so the full page, a live push and a test all read the sam
 The task tree: durable tasks under the task that created them (``parent_task_id``) or under the
 tool call that started them; subagents under the ``subagent`` call that made them, with the
 child's own tool calls under the subagent; everything else at the top.
+
+Code mode: a ``codemode`` call's task ``detail`` is its execution (script, nested calls, output,
+return value, log), also listed in ``records["code_mode"]["executions"]``; ``code_mode_runs``
+indexes them by the call's display id, so the conversation's tool row and the Tasks tab show
+the same ``CodeModeRun``. Records: catalogs and the environment get views of their own
+(``CatalogRecord``, ``EnvironmentRecord``) that show only known, credential-free fields.
 """
 
 from __future__ import annotations
