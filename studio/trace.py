@@ -25,6 +25,8 @@ from typing import Any
 #: Task statuses that are final (``history``); everything else is active.
 TERMINAL = frozenset({"completed", "failed", "aborted", "orphaned", "cancelled"})
 HISTORY_PAGE = 50
+#: Finished ``codemode`` calls whose nested calls the Tasks tab lists (the newest ones).
+CODE_PANELS_SHOWN = 5
 
 
 @dataclass(slots=True)
@@ -36,6 +38,7 @@ class TaskNode:
     children: list[TaskNode] = field(default_factory=list)
     sort_ms: int = 0
     duration_ms: float | None = None
+    code_brief: bool = False  # an older finished codemode call: its script, not every nested call
 
     @property
     def task_id(self) -> str:
@@ -203,6 +206,12 @@ def task_tree(
         node.children.sort(key=lambda child: child.sort_ms)
         if node.sort_ms == 0 and node.children:
             node.sort_ms = min(child.sort_ms for child in node.children)
+    # Every trace push re-renders the tab: only the newest finished scripts list their nested calls
+    # (the conversation's row of each call always does).
+    scripts = [n for n in nodes.values() if n.kind == "tool" and n.name == "codemode" and not n.active]
+    scripts.sort(key=lambda n: int(n.detail.get("started_ms") or n.sort_ms), reverse=True)
+    for node in scripts[CODE_PANELS_SHOWN:]:
+        node.code_brief = True
     live_roots = [root for root in roots if _has_active(root)]
     live_roots.sort(key=lambda root: root.sort_ms)
     done_roots = [root for root in roots if not _has_active(root)]

@@ -357,3 +357,26 @@ def test_a_codemode_row_says_starting_until_a_snapshot_lists_its_execution() -> 
     assert "no longer lists" in html and "Return value: 1" in html and "return" in text(element(html, css="cm-script"))
     listed = render_block(block, "lv", {"e1:c1": _execution("e1:c1", "completed", [_nested(0, "ls", "completed")])})
     assert "cm-call" in listed and "no longer lists" not in listed and "1 call" in text(element(listed, css="cm-count"))
+
+
+@pytest.mark.django_db
+def test_the_tasks_tab_lists_nested_calls_of_the_newest_scripts_only() -> None:
+    """Every trace push re-renders the Tasks tab: the newest finished scripts (and every running
+    one) list their nested calls; older ones show the script and a count, so a session with many
+    scripts costs a bounded render."""
+
+    def script_task(task_id: str, status: str, detail: dict[str, Any]) -> dict[str, Any]:
+        return {**_task(task_id, "tool", "codemode", status, arguments={"code": "return 1;"}), "detail": detail}
+
+    history = [
+        script_task(f"e{i}:c", "completed",
+                    _execution(f"e{i}:c", "completed", [_nested(0, "ls", "completed")], started_ms=1000 + i))
+        for i in range(8)
+    ]  # fmt: skip
+    running = script_task("e9:c", "running", _execution("e9:c", "running", []))
+    tree = trace.task_tree({"tasks": [running], "history": history}, 0)
+    brief = sorted(n.task_id for n in tree.history if n.code_brief)
+    assert brief == ["e0:c", "e1:c", "e2:c"] and not tree.active[0].code_brief
+    html = render_to_string("studio/_tab_tasks.html", {"tree": tree, "session": {"target_id": 0}})
+    assert len(elements(html, css="cm-brief")) == 3 and len(elements(html, css="cm-calls")) == 5
+    assert html.count('class="code hl cm-script"') == 9  # every script is shown
