@@ -613,6 +613,7 @@ class SessionHost:
         if demo is not None:
             with contextlib.suppress(Exception):
                 demo.stop()
+        await asyncio.to_thread(runtime_options.close_tracing)  # flush the spans of the runtimes just closed
 
     # -- opening and closing ------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from studio import trace
 from studio.live import LiveBlock, clip, key_argument
 
 _ALLOWED_TAGS = {
@@ -329,26 +330,60 @@ def drop_plan_answer(turns: list[Turn], plan: str) -> None:
 # --- partials ---------------------------------------------------------------------------------
 
 
-def block_context(block: LiveBlock, dom_prefix: str) -> dict[str, Any]:
+#: Executions by the ``codemode`` call's display id (``trace.code_mode_runs(snapshot)``).
+CodeModeRuns = dict[str, dict[str, Any]]
+
+
+def is_code_mode(block: LiveBlock) -> bool:
+    return block.kind == "tool" and block.name == "codemode"
+
+
+def block_context(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> dict[str, Any]:
+    """What a block's partials need. A ``codemode`` call also gets its script and, when
+    ``code_mode`` (the snapshot's executions) has it, the nested calls: ``code_run``."""
+    code_run = None
+    key_arg = ""
+    if is_code_mode(block):
+        code_run = trace.code_mode_run((code_mode or {}).get(block.tool_call_id), block.arguments)
+        key_arg = trace.script_summary(block.arguments)
+    elif block.kind == "tool":
+        key_arg = key_argument(block.name, block.arguments)
     return {
         "b": block,
         "dom_id": f"{dom_prefix}-{block.key}",
         "html": render_markdown(block.text) if block.kind == "text" else "",
-        "key_arg": key_argument(block.name, block.arguments) if block.kind == "tool" else "",
-        "args_json": pretty_json(block.arguments) if block.kind == "tool" else "",
+        "key_arg": key_arg,
+        "args_json": pretty_json(block.arguments) if block.kind == "tool" and code_run is None else "",
+        "code_run": code_run,
+        # The call started but no snapshot lists its execution yet (not "no longer listed").
+        "code_starting": code_run is not None and code_run.execution is None and block.status == "running",
     }
 
 
-def render_block(block: LiveBlock, dom_prefix: str) -> str:
-    return render_to_string("studio/_block.html", block_context(block, dom_prefix))
+def render_block(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> str:
+    return render_to_string("studio/_block.html", block_context(block, dom_prefix, code_mode))
 
 
-def render_block_parts(block: LiveBlock, dom_prefix: str) -> str:
+def render_block_parts(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> str:
     """OOB fragments that update a block already on the page, keeping a <details> open."""
-    ctx = block_context(block, dom_prefix)
+    ctx = block_context(block, dom_prefix, code_mode)
     if block.kind in ("thinking", "tool"):
         return render_to_string("studio/_block_parts.html", ctx)
-    return oob(render_block(block, dom_prefix))
+    return oob(render_block(block, dom_prefix, code_mode))
+
+
+def render_code_mode_parts(
+    blocks: list[LiveBlock], dom_prefix: str, code_mode: CodeModeRuns, *, skip: set[str] | None = None
+) -> list[str]:
+    """The live turn's ``codemode`` blocks again, for a push whose snapshot changed. The snapshot
+    that lists a nested call (or the script's end) can arrive after the script's last ``tool``
+    event, so the block follows the snapshots like the Trace does. ``skip``: keys already sent."""
+    skip = skip or set()
+    return [
+        render_block_parts(block, dom_prefix, code_mode)
+        for block in blocks
+        if is_code_mode(block) and block.key not in skip
+    ]
 
 
 def oob(html: str, how: str = "true") -> str:

@@ -30,6 +30,7 @@ from studio.models import (
     ToolCall,
     UsageRecord,
 )
+from studio.trace import code_mode_runs
 
 if TYPE_CHECKING:
     from studio.hosts import HostState, SessionConfig
@@ -490,6 +491,7 @@ def conversation_context(session: StudioSession, state: HostState) -> dict[str, 
         "turns_generation": rendering.generation_of(state.transcript),
         "live": live,
         "live_prefix": live_prefix(live["request_id"]) if live else "",
+        "code_mode_runs": code_mode_runs(state.snapshot),
     }
 
 
@@ -501,7 +503,13 @@ def turns_page(session: StudioSession, state: HostState, start: int, end: int) -
     page = turns[start:end]
     _attach_timings(session, page)
     _attach_notices(session, turns, page)
-    return {"turns": page, "start": start, "end": end, "generation": rendering.generation_of(state.transcript)}
+    return {
+        "turns": page,
+        "start": start,
+        "end": end,
+        "generation": rendering.generation_of(state.transcript),
+        "code_mode_runs": code_mode_runs(state.snapshot),
+    }
 
 
 def _attach_timings(session: StudioSession, turns: list[rendering.Turn]) -> None:
@@ -592,11 +600,16 @@ def render_patch_regions(
     live = state.live
     if live is not None:
         prefix = live_prefix(live["request_id"])
+        runs = code_mode_runs(state.snapshot)
         if added:
             parts.append(
-                rendering.oob("".join(rendering.render_block(b, prefix) for b in added), "beforeend:#live-blocks")
+                rendering.oob("".join(rendering.render_block(b, prefix, runs) for b in added), "beforeend:#live-blocks")
             )
-        parts.extend(rendering.render_block_parts(b, prefix) for b in changed)
+        parts.extend(rendering.render_block_parts(b, prefix, runs) for b in changed)
+        if trace and runs:  # a script's nested calls settle in snapshots, not in events
+            sent = {b.key for b in [*added, *changed]}
+            blocks = (state.live_turn() or {}).get("blocks", [])
+            parts.extend(rendering.render_code_mode_parts(blocks, prefix, runs, skip=sent))
     if ring:
         parts.append(rendering.render_context_ring((live or {}).get("context_usage") or state.context_usage, oob=True))
     if controls or trace:

@@ -223,6 +223,25 @@ STUDIO_EXTENSIONS = _env_list("STUDIO_EXTENSIONS", ["studio.extensions.example"]
 STUDIO_SUBAGENT_TOOLS = _env_list("STUDIO_SUBAGENT_TOOLS", ["read", "grep", "find", "ls", "write", "edit", "bash"])
 STUDIO_MAX_SUBAGENTS = int(os.environ.get("STUDIO_MAX_SUBAGENTS", "4"))
 
+# --- Code mode, tool catalogs, execution environment, OTLP export ------------------------------
+# Read by studio/runtime_options.py for every runtime and checked at start-up (a bad value is an
+# ImproperlyConfigured naming the setting). In a settings module of your own, the Python values
+# work too (a dict of limits, a list of MCP server dicts, a callable).
+# Code mode (needs the codemode extra): off (default), on, or JSON limits
+# {"memory_limit_bytes": ..., "timeout_ms": ...}.
+STUDIO_CODE_MODE = os.environ.get("STUDIO_CODE_MODE", "")
+# Tool catalogs behind tool_search: JSON MCP servers [{"id", "command"|"url", "args", "env", ...,
+# "allowed_tools": [...]}] or the dotted path of a function returning catalogs. Empty: none.
+STUDIO_CATALOGS = os.environ.get("STUDIO_CATALOGS", "")
+# Where the built-in tools run: empty (this process), "local", "remote" (a worker process confined
+# to the session's workdir), or the dotted path of a function returning {id, label, open}.
+STUDIO_ENVIRONMENT = os.environ.get("STUDIO_ENVIRONMENT", "")
+# OpenTelemetry GenAI spans over OTLP/HTTP (e.g. http://127.0.0.1:4318; /v1/traces is appended).
+STUDIO_OTLP_ENDPOINT = os.environ.get("STUDIO_OTLP_ENDPOINT", "")
+STUDIO_OTLP_HEADERS = os.environ.get("STUDIO_OTLP_HEADERS", "")  # name=value,name2=value2
+STUDIO_OTLP_SERVICE_NAME = os.environ.get("STUDIO_OTLP_SERVICE_NAME", "agentcore-studio")
+STUDIO_OTLP_CAPTURE_CONTENT = _env_bool("STUDIO_OTLP_CAPTURE_CONTENT", False)  # model output, tool args/results
+
 # Each record is written once: our loggers do not propagate to the root logger (daphne puts a
 # handler there too), and a refused request (4xx) is one line without a traceback — a denied
 # request is not an error. 5xx keep their traceback.

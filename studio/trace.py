@@ -8,16 +8,25 @@ store: ``target_id``), so the full page, a live push and a test all read the sam
 The task tree: durable tasks under the task that created them (``parent_task_id``) or under the
 tool call that started them; subagents under the ``subagent`` call that made them, with the
 child's own tool calls under the subagent; everything else at the top.
+
+Code mode: a ``codemode`` call's task ``detail`` is its execution (script, nested calls, output,
+return value, log), also listed in ``records["code_mode"]["executions"]``; ``code_mode_runs``
+indexes them by the call's display id, so the conversation's tool row and the Tasks tab show
+the same ``CodeModeRun``. Records: catalogs and the environment get views of their own
+(``CatalogRecord``, ``EnvironmentRecord``) that show only known, credential-free fields.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 #: Task statuses that are final (``history``); everything else is active.
 TERMINAL = frozenset({"completed", "failed", "aborted", "orphaned", "cancelled"})
 HISTORY_PAGE = 50
+#: Finished ``codemode`` calls whose nested calls the Tasks tab lists (the newest ones).
+CODE_PANELS_SHOWN = 5
 
 
 @dataclass(slots=True)
@@ -29,6 +38,7 @@ class TaskNode:
     children: list[TaskNode] = field(default_factory=list)
     sort_ms: int = 0
     duration_ms: float | None = None
+    code_brief: bool = False  # an older finished codemode call: its script, not every nested call
 
     @property
     def task_id(self) -> str:
@@ -104,8 +114,17 @@ class TaskNode:
         return self.status or "pending"
 
     @property
+    def code_mode(self) -> CodeModeRun | None:
+        """A ``codemode`` call's execution (its task ``detail``), for the script and nested calls."""
+        if self.kind != "tool" or self.name != "codemode":
+            return None
+        return code_mode_run(self.detail or None, self.task.get("arguments"))
+
+    @property
     def key_argument(self) -> str:
         arguments = self.task.get("arguments")
+        if self.kind == "tool" and self.name == "codemode":
+            return script_summary(arguments)
         if self.kind == "task" and isinstance(self.checkpoint, dict) and self.checkpoint.get("label"):
             return str(self.checkpoint["label"])
         if isinstance(arguments, dict):
@@ -187,6 +206,12 @@ def task_tree(
         node.children.sort(key=lambda child: child.sort_ms)
         if node.sort_ms == 0 and node.children:
             node.sort_ms = min(child.sort_ms for child in node.children)
+    # Every trace push re-renders the tab: only the newest finished scripts list their nested calls
+    # (the conversation's row of each call always does).
+    scripts = [n for n in nodes.values() if n.kind == "tool" and n.name == "codemode" and not n.active]
+    scripts.sort(key=lambda n: int(n.detail.get("started_ms") or n.sort_ms), reverse=True)
+    for node in scripts[CODE_PANELS_SHOWN:]:
+        node.code_brief = True
     live_roots = [root for root in roots if _has_active(root)]
     live_roots.sort(key=lambda root: root.sort_ms)
     done_roots = [root for root in roots if not _has_active(root)]
@@ -222,6 +247,210 @@ def _parent(
 
 def _has_active(node: TaskNode) -> bool:
     return node.active or any(_has_active(child) for child in node.children)
+
+
+# --- code mode ------------------------------------------------------------------------------
+
+#: An execution's status (``agentcore.extensions.codemode.trace``) → the colour class of tool rows.
+RUN_CSS = {
+    "running": "running",
+    "interrupted": "waiting",
+    "completed": "ok",
+    "failed": "error",
+    "timeout": "error",
+    "memory": "error",
+    "limit": "error",
+    "mismatch": "error",
+    "crashed": "error",
+    "cancelled": "interrupted",
+    "stopped": "interrupted",
+}
+#: A nested call's status (``agentcore.engine.nested.Status`` or ``in_flight``) → colour class.
+CALL_CSS = {
+    "in_flight": "running",
+    "completed": "ok",
+    "failed": "error",
+    "blocked": "error",
+    "invalid": "error",
+    "denied": "error",
+    "unknown": "error",
+    "cancelled": "interrupted",
+    "paused": "waiting",
+}
+
+
+@dataclass(slots=True)
+class NestedCall:
+    """One ``await tools.<name>(args)`` of a script, as the snapshot previews it."""
+
+    index: int
+    name: str
+    arguments: Any
+    status: str
+    ok: bool | None
+    result: str | None
+    duration_ms: float | None
+    at_ms: float | None
+    replayed: bool
+    rerun: bool
+
+    @property
+    def css(self) -> str:
+        return CALL_CSS.get(self.status, "error")
+
+    @property
+    def label(self) -> str:
+        return "running" if self.status == "in_flight" else self.status
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, ensure_ascii=False, separators=(", ", ": ")) if self.arguments else "{}"
+
+
+@dataclass(slots=True)
+class CodeModeRun:
+    """A ``codemode`` call: its script and, when the snapshot still lists the execution, the
+    nested calls in order, the ``text()`` output, the return value and the execution log.
+
+    ``execution`` is None for a call the snapshot no longer lists (it keeps the newest 200
+    finished tasks): the script still shows, from the call's own arguments."""
+
+    script: str
+    execution: dict[str, Any] | None
+    calls: list[NestedCall] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return str((self.execution or {}).get("status") or "")
+
+    @property
+    def css(self) -> str:
+        return RUN_CSS.get(self.status, "")
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def calls_total(self) -> int:
+        return int((self.execution or {}).get("calls_total") or len(self.calls))
+
+    @property
+    def more_calls(self) -> int:
+        return max(0, self.calls_total - len(self.calls))
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The execution's fields as the snapshot has them (empty when it is not listed)."""
+        return self.execution or {}
+
+    def get(self, key: str) -> Any:
+        return (self.execution or {}).get(key)
+
+    @property
+    def output(self) -> str:
+        return str(self.get("output") or "")
+
+    @property
+    def return_value(self) -> Any:
+        """The return value as JSON data (shown highlighted), or its text when it was cut."""
+        text = self.get("return_json")
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return str(text)
+
+    @property
+    def error(self) -> str:
+        return str(self.get("error") or "")
+
+    @property
+    def log(self) -> list[tuple[str, Any]]:
+        """The execution log's header facts (what recovery verifies), for the collapsible list."""
+        execution = self.execution or {}
+        limits = execution.get("limits") or {}
+        rows: list[tuple[str, Any]] = [
+            ("Engine", execution.get("engine")),
+            ("Sandbox fingerprint", execution.get("fingerprint")),
+            ("Memory limit", limits.get("memory_limit_bytes")),
+            ("Timeout", f"{limits['timeout_ms']} ms" if limits.get("timeout_ms") else None),
+            ("Started", execution.get("started_ms")),
+            ("Script time", f"{execution['elapsed_ms']} ms" if execution.get("elapsed_ms") is not None else None),
+            ("Worker start", execution.get("worker_start_ms")),
+            ("Stored keys", ", ".join(map(str, execution.get("stored") or [])) or None),
+            ("Answered from the log", ", ".join(f"#{i}" for i in execution.get("replayed") or []) or None),
+            ("Call key", execution.get("call_key")),
+        ]
+        return [(name, value) for name, value in rows if value not in (None, "")]
+
+
+def code_mode_run(execution: dict[str, Any] | None, arguments: Any = None) -> CodeModeRun:
+    """The view of one ``codemode`` call from its execution (task ``detail`` or a record of
+    ``records["code_mode"]["executions"]``) and the call's arguments (the script as sent)."""
+    execution = execution if isinstance(execution, dict) and "script" in execution else None
+    script = str((execution or {}).get("script") or "")
+    if not script and isinstance(arguments, dict):
+        script = str(arguments.get("code") or "")
+    calls = []
+    for raw in (execution or {}).get("calls") or []:
+        if not isinstance(raw, dict):
+            continue
+        calls.append(
+            NestedCall(
+                index=int(raw.get("index") or 0),
+                name=str(raw.get("name") or "?"),
+                arguments=raw.get("arguments"),
+                status=str(raw.get("status") or "in_flight"),
+                ok=raw.get("ok"),
+                result=None if raw.get("result") is None else str(raw["result"]),
+                duration_ms=raw.get("duration_ms"),
+                at_ms=raw.get("at_ms"),
+                replayed=bool(raw.get("replayed")),
+                rerun=bool(raw.get("rerun")),
+            )
+        )
+    calls.sort(key=lambda call: call.index)
+    return CodeModeRun(script=script, execution=execution, calls=calls)
+
+
+def code_mode_runs(snapshot: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Every execution the snapshot has, by the ``codemode`` call's task id (the display tool
+    call id the conversation uses): the tasks' and history's ``detail``, and the newest
+    executions of ``records["code_mode"]`` (the fresher of the two wins: a newer revision can
+    only have more calls)."""
+    snapshot = snapshot or {}
+    found: dict[str, dict[str, Any]] = {}
+    records = snapshot.get("records") or {}
+    code_mode = records.get("code_mode") if isinstance(records, dict) else None
+    executions = code_mode.get("executions") if isinstance(code_mode, dict) else None
+    for task in [*(snapshot.get("history") or []), *(snapshot.get("tasks") or []), *(executions or [])]:
+        detail = task.get("detail") if "detail" in task else task
+        if isinstance(detail, dict) and "script" in detail and detail.get("task_id"):
+            key = str(detail["task_id"])
+            known = found.get(key)
+            if known is None or _progress(detail) >= _progress(known):
+                found[key] = detail
+    return found
+
+
+def _progress(execution: dict[str, Any]) -> tuple[int, int]:
+    done = 1 if execution.get("status") not in (None, "running", "interrupted") else 0
+    settled = sum(1 for c in execution.get("calls") or [] if isinstance(c, dict) and c.get("status") != "in_flight")
+    return done, int(execution.get("calls_total") or 0) * 2 + settled
+
+
+def script_summary(arguments: Any) -> str:
+    """The first meaningful line of a script, for a ``codemode`` row (instead of raw JSON)."""
+    code = arguments.get("code") if isinstance(arguments, dict) else None
+    if not isinstance(code, str):
+        return ""
+    for line in code.splitlines():
+        line = line.strip()
+        if line and not line.startswith("//"):
+            return line if len(line) <= 120 else line[:117] + "…"
+    return ""
 
 
 # --- records --------------------------------------------------------------------------------
@@ -272,26 +501,122 @@ def record_item(raw: Any, *, title_keys: tuple[str, ...] = ("label", "name", "id
     return RecordItem(title=title, state=state, state_label=label, fields=fields, error=error)
 
 
+@dataclass(slots=True)
+class CatalogRecord:
+    """One tool catalog of ``records["catalogs"]`` (``agentcore.extensions.catalogs``)."""
+
+    id: str
+    kind: str
+    status: str  # declared | connected | error
+    error: str
+    transport: str
+    target: str
+    declared_tools: int
+    allowed_tools: int
+    saved_tools: int
+    source: str  # declared | discovered | "" before the first search
+    missing: list[str]
+    conflicts: list[str]
+
+    @property
+    def drift(self) -> bool:
+        """The error is a drift (a tool differs from the definition the session saved), not a
+        failed connection. agentcore's records give the error text only; this is its wording
+        (``catalogs.link``), and the badge falls back to "error" if that wording changes."""
+        return self.status == "error" and "differs from the definition" in self.error
+
+    @property
+    def state(self) -> str:
+        return {"connected": "ok", "error": "error", "declared": "warn"}.get(self.status, "")
+
+    @property
+    def state_label(self) -> str:
+        return "drift" if self.drift else self.status or "unknown"
+
+
+def catalog_record(raw: Any) -> CatalogRecord:
+    raw = raw if isinstance(raw, dict) else {"id": str(raw)}
+    info = raw.get("info") if isinstance(raw.get("info"), dict) else {}
+    error = raw.get("error") or raw.get("drift") or ""
+    status = str(raw.get("status") or "")
+    return CatalogRecord(
+        id=str(raw.get("id") or raw.get("name") or "—"),
+        kind=str(raw.get("kind") or "custom"),
+        status="error" if error and status not in ("error",) else status,
+        error=str(error),
+        transport=str(info.get("transport") or ""),
+        target=str(info.get("target") or ""),
+        declared_tools=_count(raw.get("declared_tools")),
+        allowed_tools=_count(raw.get("allowed_tools")),
+        saved_tools=_count(raw.get("saved_tools")),
+        source=str(raw.get("source") or ""),
+        missing=[str(x) for x in raw.get("missing") or []],
+        conflicts=[str(x) for x in raw.get("conflicts") or []],
+    )
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, list | tuple):
+        return len(value)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+@dataclass(slots=True)
+class EnvironmentRecord:
+    """``records["environment"]``: where the session's built-in tools run. Only these fields
+    are shown (the runtime never records credentials; nothing else is rendered anyway)."""
+
+    id: str
+    label: str
+    kind: str  # local | remote | "" (not opened yet)
+    status: str  # not_connected | connected | error | closed
+    message: str
+    cwd: str
+
+    @property
+    def remote(self) -> bool:
+        return self.kind == "remote"
+
+    @property
+    def state(self) -> str:
+        return {"connected": "ok", "error": "error", "not_connected": "warn"}.get(self.status, "")
+
+    @property
+    def state_label(self) -> str:
+        return self.status.replace("_", " ") or "unknown"
+
+
+def environment_record(raw: Any) -> EnvironmentRecord | None:
+    if not isinstance(raw, dict):
+        return None
+    message = raw.get("message") or raw.get("error") or ""
+    status = str(raw.get("status") or "")
+    return EnvironmentRecord(
+        id=str(raw.get("id") or ""),
+        label=str(raw.get("label") or raw.get("id") or ""),
+        kind=str(raw.get("kind") or ""),
+        status="error" if raw.get("error") and not status else status,
+        message=str(message),
+        cwd=str(raw.get("cwd") or ""),
+    )
+
+
 def records_sections(records: dict[str, Any] | None) -> dict[str, Any]:
     """The snapshot's ``records`` as Records-tab sections (present only when the key exists)."""
     records = dict(records or {})
-    environment = records.get("environment")
-    env_item = record_item(environment) if environment is not None else None
-    remote = isinstance(environment, dict) and str(environment.get("kind") or "local") != "local"
+    environment = environment_record(records.get("environment"))
     catalogs = records.get("catalogs")
     code_mode = records.get("code_mode")
     known = {"storage", "environment", "extensions", "catalogs", "code_mode", "model", "registry"}
     return {
         "storage": records.get("storage") or {},
-        "environment": env_item,
-        "environment_remote": remote,
+        "environment": environment,
+        "environment_remote": environment is not None and environment.remote,
         "extensions": records.get("extensions") if isinstance(records.get("extensions"), list) else None,
         "registry": records.get("registry") or {},
-        "catalogs": [record_item(c, title_keys=("id", "name", "label")) for c in catalogs]
-        if isinstance(catalogs, list)
-        else None,
-        "code_mode": record_item(code_mode, title_keys=("name",)) if isinstance(code_mode, dict) else None,
-        "code_mode_present": "code_mode" in records,
+        "catalogs": [catalog_record(c) for c in catalogs] if isinstance(catalogs, list) else None,
+        "code_mode": code_mode_limits(code_mode) if isinstance(code_mode, dict) else None,
+        "code_mode_present": isinstance(code_mode, dict),
         "model": records.get("model") or {},
         "others": [
             record_item({"name": k, **v} if isinstance(v, dict) else {"name": k, "value": v})
@@ -299,6 +624,28 @@ def records_sections(records: dict[str, Any] | None) -> dict[str, Any]:
             if k not in known and _public(k)
         ],
     }
+
+
+def code_mode_limits(raw: dict[str, Any]) -> RecordItem:
+    """Code mode in Records: the engine and its limits (the executions are in Tasks)."""
+    limits = raw.get("limits") if isinstance(raw.get("limits"), dict) else raw
+    memory, timeout = limits.get("memory_limit_bytes"), limits.get("timeout_ms")
+    calls, output = limits.get("max_calls"), limits.get("max_output_chars")
+    rows: list[tuple[str, Any]] = [
+        ("Memory limit", f"{memory / (1 << 20):g} MiB" if isinstance(memory, int) else None),
+        ("Timeout", f"{timeout / 1000:g} s" if isinstance(timeout, int) else None),
+        ("Calls per script", calls),
+        ("Output kept", f"{output:,} characters" if isinstance(output, int) else None),
+        ("Sandbox", raw.get("fingerprint")),
+        ("Scripts run", raw.get("executions_total")),
+    ]
+    enabled = raw.get("enabled", True)
+    return RecordItem(
+        title=str(raw.get("engine") or "QuickJS sandbox"),
+        state="ok" if enabled else "",
+        state_label="on" if enabled else "off",
+        fields=[(label, value) for label, value in rows if value is not None],
+    )
 
 
 # --- usage ----------------------------------------------------------------------------------

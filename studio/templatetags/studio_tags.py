@@ -68,12 +68,21 @@ def get(mapping: Any, key: Any) -> Any:
         return None
 
 
-@register.simple_tag
-def studio_block(block: Any, prefix: str) -> str:
-    """One conversation block through the same code path the live pushes use."""
+@register.simple_tag(takes_context=True)
+def studio_block(context: Any, block: Any, prefix: str) -> str:
+    """One conversation block through the same code path the live pushes use (with the
+    snapshot's code-mode executions, ``code_mode_runs``, when the page context has them)."""
     from studio.rendering import render_block
 
-    return render_block(block, prefix)
+    return render_block(block, prefix, context.get("code_mode_runs"))
+
+
+@register.filter
+def js_hl(value: Any) -> str:
+    """A code-mode script as highlighted, escaped HTML."""
+    from studio.rendering import highlight_code
+
+    return highlight_code(str(value or ""), "javascript")
 
 
 @register.filter
