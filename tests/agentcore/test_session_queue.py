@@ -215,17 +215,22 @@ async def test_promote_after_the_turn_ended_is_settled(make_agent, fake_server) 
     assert len(fake_server.requests) == 3
 
 
-async def test_withdraw_of_an_unknown_input_names_the_field(make_agent, fake_server) -> None:
+@pytest.mark.parametrize("command_type", ["withdraw", "promote"])
+async def test_an_unknown_input_id_names_the_field_and_writes_nothing(make_agent, fake_server, command_type) -> None:
+    """S2: withdrawing or promoting an input that was never queued is input_validation naming
+    ``input_id``; nothing is recorded, so the request id stays free."""
     fake_server.enqueue([Text("ok")])
     agent = await make_agent(COMPLETIONS, session={})
     fields = []
 
     async def on_event(event) -> None:
         if event.type == "session" and not fields:
-            try:
-                await agent.control({"type": "withdraw", "request_id": "w", "input_id": "nope"})
-            except Exception as exc:
-                fields.append(getattr(exc, "field", None))
+            before = agent.log.view.last_seq
+            with pytest.raises(InputValidationError) as info:
+                await agent.control({"type": command_type, "request_id": "w", "input_id": "nope"})
+            fields.append(info.value.field)
+            assert agent.log.view.last_seq == before
+            assert "w" not in agent.log.receipts
 
     await run_with(agent, "go", on_event)
     assert fields == ["input_id"]
