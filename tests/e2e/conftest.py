@@ -296,6 +296,7 @@ async def new_page(
 
 
 async def screenshot(page: object, name: str) -> None:
+    """Save a picture of a page, or of one element (a Playwright locator)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))  # type: ignore[attr-defined]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ROOT, Studio, new_page, serve_studio, wait_settled
+from tests.e2e.conftest import ROOT, Studio, new_page, screenshot, serve_studio, wait_settled
 from tests.e2e.test_studio_e2e import send
 
 pytestmark = pytest.mark.e2e
@@ -121,6 +121,8 @@ async def test_a_code_mode_script_shows_its_nested_calls_live_and_after_a_reload
     assert "window.__pwned = 2" in await page.inner_text(f"{done} .cm-return")
     assert "3 calls" in await page.inner_text(f"{settled} > summary .cm-count")
     assert await page.evaluate("() => window.__pwned") is None
+    await page.set_viewport_size({"width": 1280, "height": 1500})  # the whole panel above the composer
+    await screenshot(page.locator(settled), "session-codemode")
 
     await page.reload()
     await page.wait_for_selector("#conn-state.on")
@@ -169,6 +171,7 @@ async def test_records_show_the_remote_environment_and_an_mcp_catalog_until_it_d
     assert await page.inner_text(f"{catalog} .catalog-status") == "drift"
     assert "differs from the definition" in await page.inner_text(f"{catalog} .record-error")
     assert await page.locator(f"{catalog}.state-error").count() == 1
+    await screenshot(page.locator("#records-catalogs"), "records-catalog-drift")
     content = await page.content()
     assert MCP_SECRET not in content
 

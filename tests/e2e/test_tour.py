@@ -3,7 +3,8 @@
 It drives Studio the way a person would — log in, ask about the code, plan a feature, answer
 the agent's questions — and writes the documentation screenshots in ``docs/screenshots`` on
 the way. Every step also asserts what the picture is meant to show, so a broken screen fails
-the test instead of ending up in the docs. Only this test writes screenshots.
+the test instead of ending up in the docs. Only this test writes whole-page screenshots
+(``test_extras_e2e`` adds two pictures of single elements that show no paths).
 """
 
 from __future__ import annotations
