@@ -595,7 +595,6 @@ def render_patch_regions(
     """A live push: changed blocks of the live turn, and the snapshot-driven regions."""
     from studio.hosts import live_prefix
 
-    session = _view(session_id)
     parts: list[str] = []
     live = state.live
     if live is not None:
@@ -612,7 +611,8 @@ def render_patch_regions(
             parts.extend(rendering.render_code_mode_parts(blocks, prefix, runs, skip=sent))
     if ring:
         parts.append(rendering.render_context_ring((live or {}).get("context_usage") or state.context_usage, oob=True))
-    if controls or trace:
+    if controls or trace:  # the only part that reads the session's row: most pushes are text only
+        session = _view(session_id)
         context: dict[str, Any] = {
             "session": session,
             "running": state.running,
