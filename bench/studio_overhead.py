@@ -42,6 +42,8 @@ from typing import Any
 from loopkit import ProviderProcess, machine
 from studiokit import ROOT, StudioProcess
 
+from agentcore.engine.fragments import FLUSH_INTERVAL_S
+
 MARK = re.compile(r"zq(\d{3})x(\d{4})")
 MARK_BYTES = re.compile(rb"zq\d{3}x\d{4}")
 SESSION = re.compile(r"bench session (\d+)")
@@ -209,7 +211,7 @@ def main() -> None:
     parser.add_argument(
         "--agent-flush-ms",
         type=float,
-        help="what-if: agentcore's fragment commit window in daphne (default 50 ms), see studio_whatif.py",
+        help="what-if: agentcore's fragment commit window in daphne (default 20 ms), see studio_whatif.py",
     )
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--debug", action="store_true", help="DJANGO_DEBUG=1 (records every SQL query)")
@@ -236,7 +238,7 @@ def main() -> None:
     print(
         f"{args.tokens} tokens per answer, {args.pace_ms:g} ms apart; STUDIO_FLUSH_INTERVAL="
         f"{args.flush_interval or 'default (0.075)'}; agentcore fragment window "
-        f"{args.agent_flush_ms if args.agent_flush_ms is not None else 'default (50)'} ms; "
+        f"{args.agent_flush_ms if args.agent_flush_ms is not None else f'default ({FLUSH_INTERVAL_S * 1000:g})'} ms; "
         f"DEBUG={'1' if args.debug else '0'}; delays in ms"
     )
     print(
