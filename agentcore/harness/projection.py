@@ -34,11 +34,7 @@ from agentcore.harness.storage import (
     UsageRow,
 )
 from agentcore.messages import (
-    AssistantMessage,
     Message,
-    TextContent,
-    ToolCall,
-    ToolResultMessage,
     UserMessage,
     message_from_dict,
     message_to_dict,
@@ -205,8 +201,10 @@ class StoreView:
         base = (self.register(conversation_key(conversation_id)) or {}).get("base")
         for entry in self._chain(base, entries) if base else ():
             log.apply_entry(entry)
-        for entry in entries.get(conversation_id, []):
-            log.apply_entry(entry)
+        own = entries.get(conversation_id, [])
+        live_from = _live_from(own)
+        for index, entry in enumerate(own):
+            log.apply_entry(entry, superseded=index < live_from)
         return log
 
     def _chain(self, base: dict[str, str], entries: dict[str, list[Entry]]) -> list[Entry]:
@@ -235,6 +233,23 @@ def _archived(run: CodeRun) -> CodeRun:
                 short[key] = value[:RESULT_PREVIEW]
         results[index] = short
     return CodeRun(run.parent, run.header, dict(run.intents), results, run.end)
+
+
+def _live_from(entries: list[Entry]) -> int:
+    """The index of the first of ``entries`` whose message can still be in the context: the
+    last reset, or the entry the last compaction kept from. Messages before it were dropped from
+    the context, so opening a long session need not rebuild them (only their tool calls and
+    results are tracked). 0 when unsure (a compaction keeping from a fork's base)."""
+    for index in range(len(entries) - 1, -1, -1):
+        entry = entries[index]
+        if entry.kind == "reset":
+            return index
+        if entry.kind == "compaction":
+            keep = entry.payload.get("keep_from_entry")
+            if keep is None:
+                return index
+            return next((j for j in range(index - 1, -1, -1) if entries[j].id == keep), 0)
+    return 0
 
 
 def _by_conversation(entries: list[Entry]) -> dict[str, list[Entry]]:
@@ -368,20 +383,22 @@ class ConversationLog:
 
     # --- projection ------------------------------------------------------------------
 
-    def apply_entry(self, entry: Entry) -> None:
+    def apply_entry(self, entry: Entry, *, superseded: bool = False) -> None:
+        """Project one committed entry. ``superseded``: a later reset or compaction drops this
+        entry's messages from the context, so they are not rebuilt (everything else is)."""
         self.head = entry.id
         payload = entry.payload
         kind = entry.kind
         if kind != "fragment":
             self.entry_ids.add(entry.id)
         if kind == "message":
-            built = self._built.pop(entry.id, None)
-            message = built if built is not None else message_from_dict(payload["message"])
-            self.messages.append(message)
-            self._track_tools(entry, message)
-            self.message_entry_ids.append(entry.id)
-            self.message_ops.append(payload.get("op"))
-            self.message_synthetic.append(bool(payload.get("synthetic")))
+            self._track_tools(entry, payload["message"])
+            if not superseded:
+                built = self._built.pop(entry.id, None)
+                self.messages.append(built if built is not None else message_from_dict(payload["message"]))
+                self.message_entry_ids.append(entry.id)
+                self.message_ops.append(payload.get("op"))
+                self.message_synthetic.append(bool(payload.get("synthetic")))
             call_key = payload.get("call_key")
             if call_key:
                 self.results.add(call_key)
@@ -397,6 +414,8 @@ class ConversationLog:
             )
         elif kind == "tool_intent":
             self.intents[payload["call_key"]] = payload
+        elif kind == "compaction" and superseded:
+            self.compaction_generation += 1
         elif kind == "compaction":
             keep_from = payload.get("keep_from_entry")
             start = (
@@ -421,7 +440,7 @@ class ConversationLog:
                 self.message_ops.append(None)
                 self.message_synthetic.append(True)
         elif kind == "transcript":
-            for raw in payload["messages"]:
+            for raw in () if superseded else payload["messages"]:
                 self.messages.append(message_from_dict(raw))
                 self.message_entry_ids.append(entry.id)
                 self.message_ops.append(None)
@@ -446,23 +465,26 @@ class ConversationLog:
         else:
             run.end = payload
 
-    def _track_tools(self, entry: Entry, message: Message) -> None:
+    def _track_tools(self, entry: Entry, message: dict[str, Any]) -> None:
         """Tool calls as tasks (S4): each bound to its committed assistant entry, so a model that
-        reuses call ids never makes two calls look alike; finished ones go to ``tool_history``."""
-        if isinstance(message, AssistantMessage):
-            for block in message.content:
-                if isinstance(block, ToolCall):
-                    self._open_calls[block.id] = {
-                        "task_id": f"{entry.id[:12]}:{block.id}",
-                        "name": block.name,
-                        "arguments": block.arguments,
+        reuses call ids never makes two calls look alike; finished ones go to ``tool_history``.
+        Read from the committed dict (``message_to_dict``'s format), which every entry has,
+        whether or not its message object is rebuilt."""
+        role = message.get("role")
+        if role == "assistant":
+            for block in message["content"]:
+                if block.get("type") == "tool_call":
+                    self._open_calls[block["id"]] = {
+                        "task_id": f"{entry.id[:12]}:{block['id']}",
+                        "name": block["name"],
+                        "arguments": dict(block["arguments"]),
                         "request_id": entry.payload.get("op"),
                     }
-        elif isinstance(message, ToolResultMessage):
-            call = self._open_calls.pop(message.tool_call_id, None)
+        elif role == "tool_result":
+            call = self._open_calls.pop(message["tool_call_id"], None)
             if call is not None:
-                text = "".join(b.text for b in message.content if isinstance(b, TextContent))
-                status = "failed" if message.is_error else "completed"
+                text = "".join(b["text"] for b in message["content"] if b.get("type") == "text")
+                status = "failed" if message.get("is_error") else "completed"
                 self.tool_history.append(dict(call, status=status, result=text[:RESULT_PREVIEW], seq=entry.seq))
                 self.tools_finished += 1
 
