@@ -1,15 +1,15 @@
-"""W7: scale mode — session hosts as channel workers reached over the channel layer.
+"""W7: worker mode — session hosts as channel workers reached over the channel layer.
 
-With Redis, ``manage.py runworker studio-host`` runs ``HostWorkerConsumer`` in its own process.
-Here the same worker runs in-process on the in-memory layer: the request/reply protocol, the
-shard routing and the consumer are the code that runs in production.
+With Redis, ``manage.py runworker studio-host`` runs ``StudioWorker`` in its own process (see
+``tests/e2e/test_scale_redis.py`` and ``tests/e2e/test_failover.py``). Here the same consumer
+runs in-process on the in-memory layer: the request/reply protocol, the routing through the
+lease table and the consumer are the code that runs in production.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from typing import Any
 
 import pytest
@@ -17,18 +17,11 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.routing import ChannelNameRouter
 from channels.worker import Worker
 
-from studio.hosts import HOST_CHANNEL, ChannelHostClient, HostError, HostWorkerConsumer, SessionHost, shard_channel
+from studio.host_routing import HOST_CHANNEL, ChannelHostClient, HostWorkerConsumer
+from studio.hosts import HostError, SessionHost
 from studio.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def test_sessions_are_sharded_stably() -> None:
-    ids = [str(uuid.uuid4()) for _ in range(50)]
-    assert {shard_channel(i, 1) for i in ids} == {HOST_CHANNEL}
-    shards = {shard_channel(i, 3) for i in ids}
-    assert shards <= {f"{HOST_CHANNEL}-{k}" for k in range(3)} and len(shards) > 1
-    assert all(shard_channel(i, 3) == shard_channel(i, 3) for i in ids)
 
 
 async def test_worker_runs_sessions_for_the_web_process(user: Any, make_session: Any, host: SessionHost) -> None:
@@ -43,7 +36,7 @@ async def test_worker_runs_sessions_for_the_web_process(user: Any, make_session:
     task = asyncio.create_task(worker.handle())
     try:
         session = await sync_to_async(make_session)(user)
-        client = ChannelHostClient(layer, shards=1)
+        client = ChannelHostClient(layer)  # no worker registered: the shared channel
         sent = await client.call("prompt", str(session.pk), prompt="hello there", agent="build")
         request_id = sent["request_id"]
         await host.wait_idle(str(session.pk))
@@ -64,7 +57,23 @@ async def test_no_worker_gives_a_clear_error(user: Any, make_session: Any) -> No
     from asgiref.sync import sync_to_async
 
     session = await sync_to_async(make_session)(user)
-    client = ChannelHostClient(InMemoryChannelLayer(), shards=1, timeout=0.2)
+    client = ChannelHostClient(InMemoryChannelLayer(), timeout=0.2)
     with pytest.raises(HostError) as err:
         await client.state(str(session.pk))
     assert err.value.code == "unavailable"
+
+
+async def test_release_and_export_need_no_worker_when_nobody_holds_the_session(user: Any, make_session: Any) -> None:
+    """Only a holder has the store open: with none, ``release`` is a no-op (nothing is claimed
+    just to let go of it) and ``export`` is the caller's to do directly."""
+    from asgiref.sync import sync_to_async
+
+    from studio.models import SessionLease
+
+    session = await sync_to_async(make_session)(user)
+    client = ChannelHostClient(InMemoryChannelLayer(), timeout=0.2)
+    assert await client.call("release", str(session.pk)) is False
+    with pytest.raises(HostError) as err:
+        await client.call("export", str(session.pk), destination="/nowhere.sqlite")
+    assert err.value.code == "unavailable"
+    assert not await SessionLease.objects.filter(session_id=session.pk).aexists()
