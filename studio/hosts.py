@@ -95,6 +95,11 @@ class SessionLeases(Protocol):
         """Opening found the store still held by a stale owner: fence it; True to retry."""
         ...
 
+    def note_activity(self, root_id: str, active: bool) -> None:
+        """The session went from idle to having work (or back): record it soon, so a crash
+        right after a turn starts still gets the session taken over without a request."""
+        ...
+
 
 class SessionHost:
     """Owns the runtimes of this process and drives them; publishes their views' partials."""
@@ -591,6 +596,8 @@ class SessionHost:
                         finally:
                             hs.folding = False
                             wake(hs)
+                        if self.leases is not None:
+                            self.leases.note_activity(hs.root_id, hs.in_run or not hs.quiet())
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -600,7 +607,6 @@ class SessionHost:
                 if _store_lost(exc):
                     # This process can no longer write the store (fenced, or its connection and
                     # owner lease are gone): serving again would fail the same way forever.
-                    hs.lost = True
                     asyncio.get_running_loop().create_task(
                         self.drop(hs.root_id, f"the store refused this owner: {_store_code(exc)}"),
                         context=contextvars.Context(),

@@ -254,6 +254,7 @@ class LeaseKeeper:
         self.ttl = ttl
         self._host = host
         self._valid: dict[str, float] = {}  # root → monotonic time until which it is surely ours
+        self._recorded: dict[str, bool] = {}  # root → the ``active`` flag the last renewal wrote
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="studio-leases")
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
@@ -309,6 +310,11 @@ class LeaseKeeper:
             log.warning("session %s: terminated the store connection of the worker that lost its lease", root_id)
         return fenced
 
+    def note_activity(self, root_id: str, active: bool) -> None:
+        if self._recorded.get(root_id) != active:
+            self._recorded[root_id] = active
+            self._wake.set()  # renew now: the lease row records the change
+
     # -- the loop ----------------------------------------------------------------------------
 
     def sweep_soon(self) -> None:
@@ -333,6 +339,7 @@ class LeaseKeeper:
             await self._db(register_worker, self.worker_id, self.channel, self.ttl)
         activity = host.activity()
         kept = await self._db(renew, self.worker_id, activity, self.ttl)
+        self._recorded = {root_id: busy for root_id, busy in activity.items() if root_id in kept}
         for root_id in activity:
             if root_id in kept:
                 self._valid[root_id] = started + self.ttl * 0.8

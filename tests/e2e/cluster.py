@@ -280,5 +280,6 @@ async def watchers() -> AsyncIterator[Callable[[User, str, str], Any]]:
 
 
 def finished(text: str) -> Callable[[str], bool]:
-    """A full or patch frame that shows the turn settled with ``text`` and no live turn."""
-    return lambda f: "pill-idle" in f and 'id="live-turn"' not in f and text in f
+    """A full render that shows the turn settled (idle, no live turn) with ``text`` in it: a
+    turn's end is always pushed as a full render from the store's transcript."""
+    return lambda f: 'id="conversation"' in f and "pill-idle" in f and 'id="live-turn"' not in f and text in f

@@ -165,9 +165,218 @@ async def test_a_worker_killed_mid_stream_the_turn_completes_once_on_the_other(f
         # together exactly the whole answer (nothing lost, nothing twice).
         assert failover.transcript_answer(session_id) == [partial, whole[len(partial) :]]
         runs = failover.query(
-            "SELECT status FROM studio_run WHERE session_id = %s AND prompt LIKE %s", uuid.UUID(session_id), f"%{token}%"
+            "SELECT status FROM studio_run WHERE session_id = %s AND prompt LIKE %s",
+            uuid.UUID(session_id),
+            f"%{token}%",
         )
         assert runs == [("completed",)]
     finally:
         await maria.close()
         failover.ensure_two_workers()
+
+
+async def test_a_paused_plan_survives_the_kill_and_is_approved_on_the_other_worker(failover: Failover) -> None:
+    """A plan waiting for review is durable: after its worker's SIGKILL the other worker takes
+    the session over (a pause is work that must go on), the page re-renders the review from the
+    new holder, and approving it there builds."""
+    failover.ensure_two_workers()
+    maria = await User.login(failover.cluster.web_urls[0])
+    try:
+        session_id = await maria.new_session(mode="plan")
+        async with watchers() as watch:
+            watcher = await watch(maria, failover.cluster.web_urls[1], session_id)
+            await maria.prompt(session_id, "Plan a todo app with due dates", agent="plan")
+            await watcher.until(lambda f: 'id="approve-plan"' in f and "pill-waiting" in f)
+            holder_pid, term = failover.wait_holder(session_id)
+            stop(failover.cluster.workers[failover.worker_named(holder_pid)], signal.SIGKILL)
+            seen = len(watcher.frames)
+            new_pid, new_term = failover.wait_holder(session_id, other_than=holder_pid)
+            # The new holder renders the whole page again (the review included) without being asked.
+            await watcher.until(lambda f: 'id="approve-plan"' in f and 'id="conversation"' in f)
+            assert len(watcher.frames) > seen
+            user = await User.login(failover.cluster.web_urls[1])
+            await user.approve(session_id)  # through the other daphne, to the new holder
+            final = await watcher.until(finished("approved plan"))
+            await user.close()
+        assert new_term > term and "Plan approved" in final
+        assert failover.holder(session_id) == (new_pid, new_term)
+        page = await maria.http.get(f"/sessions/{session_id}/")
+        assert "approved plan" in page.text and 'id="approve-plan"' not in page.text
+    finally:
+        await maria.close()
+        failover.ensure_two_workers()
+
+
+async def test_a_clean_shutdown_hands_the_session_over_before_its_lease_would_expire(failover: Failover) -> None:
+    """SIGTERM releases the worker's leases at once (active ones for takeover) and tells the
+    other worker to sweep: the running turn moves before the old lease would have expired, and
+    completes exactly once."""
+    failover.ensure_two_workers()
+    token = uuid.uuid4().hex[:8]
+    maria = await User.login(failover.cluster.web_urls[0])
+    try:
+        session_id = await maria.new_session()
+        async with watchers() as watch:
+            watcher = await watch(maria, failover.cluster.web_urls[1], session_id)
+            await maria.prompt(session_id, f"Write the ESSAY:{token} please")
+            await watcher.until(lambda f: f"[{token} 03]" in f)
+            holder_pid, _term = failover.wait_holder(session_id)
+            victim = failover.cluster.workers[failover.worker_named(holder_pid)]
+            victim.send_signal(signal.SIGTERM)
+            [(expires,)] = failover.query(
+                "SELECT expires_at FROM studio_sessionlease WHERE session_id = %s", uuid.UUID(session_id)
+            )
+            victim.wait(timeout=30)
+            failover.wait_holder(session_id, other_than=holder_pid)
+            [(claimed,)] = failover.query(
+                "SELECT claimed_at FROM studio_sessionlease WHERE session_id = %s", uuid.UUID(session_id)
+            )
+            final = await watcher.until(finished(f"[{token} {SENTENCES - 1:02d}]"), limit=60)
+        assert victim.returncode == 0, failover.cluster.log(failover.worker_named(holder_pid))
+        assert claimed < expires, f"taken over at {claimed}, the old lease ran until {expires}"
+        assert "session(s) released" in failover.cluster.log(failover.worker_named(holder_pid))
+        assert final.count(f"[{token} 00]") == 1
+        requests = failover.essay_requests(token)
+        assert len(requests) == 2 and requests[1][1], requests
+        assert "".join(failover.transcript_answer(session_id)) == essay(token)
+    finally:
+        await maria.close()
+        failover.ensure_two_workers()
+
+
+def test_two_workers_racing_for_one_expired_lease_exactly_one_wins(failover: Failover) -> None:
+    """Two processes claim the same expired lease at the same instant (both wait on the row's
+    lock the test holds, then go together): exactly one gets it, the other gets nothing."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.e2e.conftest import ROOT
+
+    session_id = _plain_session(failover)
+    for round_ in range(3):
+        dead = f"dead-{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(failover.db_url) as conn:  # one transaction: holds the row lock
+            conn.execute(
+                "INSERT INTO studio_hostworker (id, channel, pid, hostname, started_at, heartbeat_at, expires_at, "
+                "stopping) VALUES (%s, 'gone', 1, 'nowhere', now(), now() - interval '1 hour', "
+                "now() - interval '1 hour', false)",
+                (dead,),
+            )
+            conn.execute(
+                "INSERT INTO studio_sessionlease (session_id, worker_id, expires_at, term, active, claimed_at) "
+                "VALUES (%s, %s, now() - interval '1 minute', 7, false, now()) ON CONFLICT (session_id) DO UPDATE "
+                "SET worker_id = excluded.worker_id, expires_at = excluded.expires_at, term = 7, active = false",
+                (uuid.UUID(session_id), dead),
+            )
+            conn.commit()
+            conn.execute("SELECT 1 FROM studio_sessionlease WHERE session_id = %s FOR UPDATE", (uuid.UUID(session_id),))
+            racers = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "tests.e2e.lease_race_child", session_id, f"racer-{round_}-{n}"],
+                    cwd=ROOT, env=failover.cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                )
+                for n in range(2)
+            ]  # fmt: skip
+            deadline = time.monotonic() + 60
+            while _waiting_on_locks(failover) < 2:  # both claims are blocked on our row lock
+                assert time.monotonic() < deadline and all(r.poll() is None for r in racers), [
+                    r.communicate() for r in racers if r.poll() is not None
+                ]
+                time.sleep(0.02)  # polling pg_stat_activity: the condition is the server's own state
+            conn.commit()  # release both at once
+        results = [json.loads(r.communicate(timeout=60)[0]) for r in racers]
+        winners = [r for r in results if r["term"] is not None]
+        assert len(winners) == 1, results
+        assert winners[0]["term"] == 8
+        [(holder, term)] = failover.query(
+            "SELECT worker_id, term FROM studio_sessionlease WHERE session_id = %s", uuid.UUID(session_id)
+        )
+        assert (holder, term) == (winners[0]["worker"], 8)
+    failover.query("DELETE FROM studio_sessionlease WHERE session_id = %s RETURNING 1", uuid.UUID(session_id))
+    failover.query("DELETE FROM studio_hostworker WHERE id LIKE 'racer-%%' OR id LIKE 'dead-%%' RETURNING 1")
+
+
+def _waiting_on_locks(failover: Failover) -> int:
+    rows = failover.query(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE %%studio_sessionlease%%'"
+    )
+    return int(rows[0][0])
+
+
+def _plain_session(failover: Failover) -> str:
+    """A session row nobody uses (created through the ORM-free way a page would: a new-session POST)."""
+    import asyncio
+
+    async def create() -> str:
+        maria = await User.login(failover.cluster.web_urls[0])
+        try:
+            return await maria.new_session()
+        finally:
+            await maria.close()
+
+    return asyncio.run(create())
+
+
+async def test_a_frozen_worker_that_lost_its_lease_stops_writing_and_drops_the_session(failover: Failover) -> None:
+    """SIGSTOP the holder mid-answer (it still holds the store's owner lease on its open
+    connection): the other worker claims the expired lease, fences the frozen worker's store
+    connection and finishes the turn. When the frozen worker wakes up, its next commit fails and
+    its renewal finds the lease gone: it drops the session once, writes nothing, keeps serving."""
+    failover.ensure_two_workers()
+    token = uuid.uuid4().hex[:8]
+    maria = await User.login(failover.cluster.web_urls[0])
+    frozen = None
+    try:
+        session_id = await maria.new_session()
+        async with watchers() as watch:
+            watcher = await watch(maria, failover.cluster.web_urls[1], session_id)
+            await maria.prompt(session_id, f"Write the ESSAY:{token} please")
+            await watcher.until(lambda f: f"[{token} 03]" in f)
+            holder_pid, term = failover.wait_holder(session_id)
+            name = failover.worker_named(holder_pid)
+            frozen = failover.cluster.workers[name]
+            frozen.send_signal(signal.SIGSTOP)
+            new_pid, new_term = failover.wait_holder(session_id, other_than=holder_pid)
+            await watcher.until(finished(f"[{token} {SENTENCES - 1:02d}]"), limit=60)
+        written = _store_last_seq(failover, session_id)
+        woke_at = failover.query("SELECT now()")[0][0]
+        frozen.send_signal(signal.SIGCONT)
+        dropped = f"session {session_id}: dropped"
+        _wait_for(lambda: dropped in failover.cluster.log(name), f"{name} to drop the session")
+        # Two heartbeats after waking: had it gone on serving the session, it would have by now.
+        _wait_for(lambda: _heartbeats_since(failover, holder_pid, woke_at) >= 2, f"{name} to go on beating")
+        log = failover.cluster.log(name)
+        assert frozen.poll() is None, log  # alive: it did not crash
+        assert log.count(dropped) == 1 and "the lease ended with" not in log, log
+        assert _store_last_seq(failover, session_id) == written  # the stale worker wrote nothing
+        assert "terminated the store connection" in failover.cluster.log(failover.worker_named(new_pid))
+        assert failover.holder(session_id) == (new_pid, new_term) and new_term > term
+        requests = failover.essay_requests(token)
+        assert len(requests) == 2 and requests[1][1], requests
+        assert "".join(failover.transcript_answer(session_id)) == essay(token)
+    finally:
+        if frozen is not None and frozen.poll() is None:
+            frozen.send_signal(signal.SIGCONT)
+        await maria.close()
+        failover.ensure_two_workers()
+
+
+def _store_last_seq(failover: Failover, session_id: str) -> int:
+    return int(failover.query("SELECT last_seq FROM agentcore.stores WHERE name = %s", session_id)[0][0])
+
+
+def _heartbeats_since(failover: Failover, pid: int, since: Any) -> int:
+    """Whole renewal intervals the worker ``pid`` has beaten through since ``since`` (database time)."""
+    rows = failover.query("SELECT heartbeat_at FROM studio_hostworker WHERE pid = %s", pid)
+    if not rows or rows[0][0] is None:
+        return 0
+    return int((rows[0][0] - since).total_seconds() // (LEASE_SECONDS / 3))
+
+
+def _wait_for(condition: Any, what: str, limit: float = 60) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)  # polling a log file or a row: the condition itself is what we wait on
