@@ -353,3 +353,52 @@ async def changed(hs: HostedSession) -> None:
         await waiter
     finally:
         hs.waiters.discard(waiter)
+
+
+#: Store errors after which this process's runtime can no longer write: a newer owner fenced it,
+#: or its database connection (and with it the owner lease) is gone. The store is still right;
+#: the runtime is not, and must be dropped (and reopened by whoever holds the session).
+LOST_STORE_CODES = ("store_fenced", "store_unavailable")
+
+
+class SessionLeases(Protocol):
+    """Worker mode: who may hold a main session (``studio.leases.LeaseKeeper``)."""
+
+    async def acquire(self, root_id: str) -> int:
+        """Hold the session (renew ours or claim a free or expired one); its lease term.
+        ``HostError("moved")`` naming the holder when another live worker has it."""
+        ...
+
+    def holds(self, root_id: str) -> bool:
+        """The lease is ours by the local clock (renewed recently enough)."""
+        ...
+
+    async def release(self, root_id: str, *, active: bool) -> None:
+        """Give the session up (``active``: it has work a live worker must pick up)."""
+        ...
+
+    async def unlock_store(self, root_id: str, error: BaseException) -> bool:
+        """Opening found the store still held by a stale owner: fence it; True to retry."""
+        ...
+
+    def note_activity(self, root_id: str, active: bool) -> None:
+        """The session went from idle to having work (or back): record it soon, so a crash
+        right after a turn starts still gets the session taken over without a request."""
+        ...
+
+
+def store_code(exc: BaseException) -> str:
+    """The store error code behind ``exc`` (the runtime may wrap it), or ""."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            break
+        code = str(getattr(seen, "code", "") or "")
+        if code in LOST_STORE_CODES:
+            return code
+        seen = seen.__cause__ or seen.__context__
+    return ""
+
+
+def store_lost(exc: BaseException) -> bool:
+    return bool(store_code(exc))

@@ -38,7 +38,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -54,6 +54,7 @@ from studio.host_session import (
     RunJob,
     RuntimeFactory,
     SessionConfig,
+    SessionLeases,
     View,
     agent_host,
     agentcore_runtime_factory,
@@ -61,6 +62,8 @@ from studio.host_session import (
     configured_factory,
     event_dict,
     host_error,
+    store_code,
+    store_lost,
     touch,
     wake,
 )
@@ -68,37 +71,6 @@ from studio.host_session import (
 __all__ = ["HostError", "HostState", "SessionConfig", "SessionHost", "agentcore_runtime_factory"]
 
 log = logging.getLogger("studio.hosts")
-
-#: Store errors after which this process's runtime can no longer write: a newer owner fenced it,
-#: or its database connection (and with it the owner lease) is gone. The store is still right;
-#: the runtime is not, and must be dropped (and reopened by whoever holds the session).
-LOST_STORE_CODES = ("store_fenced", "store_unavailable")
-
-
-class SessionLeases(Protocol):
-    """Worker mode: who may hold a main session (``studio.leases.LeaseKeeper``)."""
-
-    async def acquire(self, root_id: str) -> int:
-        """Hold the session (renew ours or claim a free or expired one); its lease term.
-        ``HostError("moved")`` naming the holder when another live worker has it."""
-        ...
-
-    def holds(self, root_id: str) -> bool:
-        """The lease is ours by the local clock (renewed recently enough)."""
-        ...
-
-    async def release(self, root_id: str, *, active: bool) -> None:
-        """Give the session up (``active``: it has work a live worker must pick up)."""
-        ...
-
-    async def unlock_store(self, root_id: str, error: BaseException) -> bool:
-        """Opening found the store still held by a stale owner: fence it; True to retry."""
-        ...
-
-    def note_activity(self, root_id: str, active: bool) -> None:
-        """The session went from idle to having work (or back): record it soon, so a crash
-        right after a turn starts still gets the session taken over without a request."""
-        ...
 
 
 class SessionHost:
@@ -542,7 +514,7 @@ class SessionHost:
             with contextlib.suppress(Exception):
                 runtime.stop_serving()
         for task in (hs.lease, hs.flusher):
-            if task is not None and not task.done():
+            if task is not None and not task.done() and task is not asyncio.current_task():
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
@@ -604,13 +576,10 @@ class SessionHost:
                 handed = job is not None and not job.started.done()
                 if job is not None and handed:
                     job.started.set_exception(exc)  # the plan prompt's caller reports it
-                if _store_lost(exc):
+                if store_lost(exc):
                     # This process can no longer write the store (fenced, or its connection and
                     # owner lease are gone): serving again would fail the same way forever.
-                    asyncio.get_running_loop().create_task(
-                        self.drop(hs.root_id, f"the store refused this owner: {_store_code(exc)}"),
-                        context=contextvars.Context(),
-                    )
+                    await self.drop(hs.root_id, f"the store refused this owner: {store_code(exc)}")
                     return
                 if not handed:
                     # A turn that fails ends in the store (its end event was folded above) and the
@@ -709,20 +678,3 @@ def set_session_host(host: SessionHost | None) -> None:
     """Replace the process's host (tests inject one with their own runtime factory)."""
     global _host
     _host = host
-
-
-def _store_code(exc: BaseException) -> str:
-    """The store error code behind ``exc`` (the runtime may wrap it), or ""."""
-    seen: BaseException | None = exc
-    for _ in range(5):
-        if seen is None:
-            break
-        code = str(getattr(seen, "code", "") or "")
-        if code in LOST_STORE_CODES:
-            return code
-        seen = seen.__cause__ or seen.__context__
-    return ""
-
-
-def _store_lost(exc: BaseException) -> bool:
-    return bool(_store_code(exc))

@@ -244,7 +244,7 @@ def _application_name(pid: int, hostname: str) -> str:
 class LeaseKeeper:
     """One worker's leases: registration, heartbeat, renewal, takeover sweeps, clean shutdown.
 
-    Implements ``studio.hosts.SessionLeases``. Database calls run on a thread of their own (with
+    Implements ``studio.host_session.SessionLeases``. Database calls run on a thread of their own (with
     its own connection), so a renewal never queues behind the host's ORM work.
     """
 
@@ -277,8 +277,12 @@ class LeaseKeeper:
 
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
-    async def start(self) -> None:
+    async def register(self) -> None:
         await self._db(register_worker, self.worker_id, self.channel, self.ttl)
+
+    async def start(self) -> None:
+        """Register, then heartbeat, renew and sweep every third of the lease until shutdown."""
+        await self.register()
         self._loop_task = asyncio.get_running_loop().create_task(
             self._run(), name="studio-leases", context=contextvars.Context()
         )
