@@ -39,6 +39,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     epoch: str = ""
     seq: int = -1
     term: int = 0
+    banner: bool = False  # a "no host answered" notice is on the page: the next full render clears it
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -72,7 +73,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return  # already part of what this page shows
         if message.get("full") or (epoch == self.epoch and seq == self.seq + 1):
             self.epoch, self.seq, self.term = epoch, seq, term
-            await self.send(text_data=message["html"])
+            await self.send(text_data=self._clearing_banner(message["html"], bool(message.get("full"))))
             return
         log.info(
             "session %s: push gap (%s/%s after %s/%s), re-rendering", self.session_id, epoch, seq, self.epoch, self.seq
@@ -83,19 +84,26 @@ class SessionConsumer(AsyncWebsocketConsumer):
         try:
             state = await get_host_client().state(self.session_id)
         except HostError as exc:
+            self.banner = True
             await self.send(text_data=_host_error_banner(exc.message))
             return
         html = await database_sync_to_async(selectors.render_full_regions)(self.session_id, state)
         if state.term < self.term:
             return  # a stale holder answered before it learned it lost the session
         self.epoch, self.seq, self.term = state.epoch, state.seq, state.term
-        await self.send(text_data=html)
+        await self.send(text_data=self._clearing_banner(html, True))
+
+    def _clearing_banner(self, html: str, full: bool) -> str:
+        """A full render after a failed resync (e.g. while a worker was being replaced) also
+        takes the notice away: the page is whole again."""
+        if not (full and self.banner):
+            return html
+        self.banner = False
+        return _host_error_banner("") + html
 
 
 def _host_error_banner(message: str) -> str:
     from django.utils.html import escape
 
-    return (
-        '<div id="composer-error" hx-swap-oob="true" class="composer-error">'
-        f'<div class="form-error">{escape(message)}</div></div>'
-    )
+    notice = f'<div class="form-error">{escape(message)}</div>' if message else ""
+    return f'<div id="composer-error" hx-swap-oob="true" class="composer-error" role="status">{notice}</div>'

@@ -100,9 +100,9 @@ class LocalHostClient:
 class ChannelHostClient:
     """Worker mode: request/reply over the channel layer to the worker holding the session."""
 
-    def __init__(self, channel_layer: Any = None, *, timeout: float = 15.0, slice_seconds: float = 1.0) -> None:
+    def __init__(self, channel_layer: Any = None, *, timeout: float | None = None, slice_seconds: float = 1.0) -> None:
         self._layer = channel_layer
-        self.timeout = timeout
+        self.timeout = settings.STUDIO_HOST_TIMEOUT if timeout is None else timeout
         self.slice_seconds = slice_seconds
 
     @property

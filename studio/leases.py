@@ -92,6 +92,9 @@ def claim(root_id: str, worker_id: str, ttl: float) -> int | None:
     if SessionLease.objects.filter(session_id=root_id, worker_id=worker_id).update(expires_at=_in(ttl)):
         return _term(root_id)
     SessionLease.objects.get_or_create(session_id=root_id)
+    # A holder whose own heartbeat lapsed is dead even if its last renewal of this lease has a
+    # moment left: end the lease now (it changes no holder), then claim as usual.
+    SessionLease.objects.filter(session_id=root_id, worker__expires_at__lte=Now()).update(expires_at=Now())
     taken = (
         SessionLease.objects.filter(session_id=root_id)
         .filter(Q(worker__isnull=True) | Q(expires_at__isnull=True) | Q(expires_at__lte=Now()))
@@ -145,7 +148,12 @@ def orphans(limit: int) -> list[str]:
     """Active sessions nobody holds (the holder died, froze or shut down), oldest first."""
     rows = (
         SessionLease.objects.filter(active=True)
-        .filter(Q(worker__isnull=True) | Q(expires_at__isnull=True) | Q(expires_at__lte=Now()))
+        .filter(
+            Q(worker__isnull=True)
+            | Q(expires_at__isnull=True)
+            | Q(expires_at__lte=Now())
+            | Q(worker__expires_at__lte=Now())
+        )
         .order_by("expires_at")
         .values_list("session_id", flat=True)[:limit]
     )

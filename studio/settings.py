@@ -236,6 +236,8 @@ if STUDIO_DATABASE_URL:
 # it; a worker that stops renewing (SIGKILL, a frozen process) loses its sessions to a live
 # worker after at most this long plus one sweep (a third of it).
 STUDIO_LEASE_SECONDS = float(os.environ.get("STUDIO_LEASE_SECONDS", "10"))
+# How long a web process waits for a worker's answer before it says no host answered.
+STUDIO_HOST_TIMEOUT = float(os.environ.get("STUDIO_HOST_TIMEOUT", "15"))
 
 # Each record is written once: our loggers do not propagate to the root logger (daphne puts a
 # handler there too), and a refused request (4xx) is one line without a traceback — a denied

@@ -9,7 +9,9 @@ against ``STUDIO_FAKE_PROVIDER_URL``. ``responder``:
   "your previous reply was interrupted" prompt, after the partial answer it committed) gets
   exactly the rest of the essay — so the final transcript holds the whole answer once if, and
   only if, nothing committed was lost or repeated;
-- anything else is the offline demo's answer (plans, approvals, tools).
+- a prompt with ``BRIEF:<token>`` streams a short ``brief(token)`` (benchmarks: many sessions);
+- anything else (a follow-up after an essay included) is the offline demo's answer (plans,
+  approvals, tools).
 """
 
 from __future__ import annotations
@@ -47,9 +49,12 @@ def essay_request(body: dict[str, Any]) -> tuple[str, str, bool] | None:
     items = [i for i in body.get("input") or [] if isinstance(i, dict)]
     users = [n for n, i in enumerate(items) if i.get("role") == "user"]
     for n in reversed(users):
-        found = ESSAY.search(_text(items[n].get("content")))
+        said = _text(items[n].get("content"))
+        if CONTINUATION in said:
+            continue  # the runtime's own prompt after a cut answer: the request is still the essay's
+        found = ESSAY.search(said)
         if found is None:
-            continue
+            return None  # the person's latest prompt is something else (a follow-up)
         after = items[n + 1 :]
         partial = "".join(_text(i.get("content")) for i in after if i.get("role") == "assistant")
         continuing = any(CONTINUATION in _text(i.get("content")) for i in after if i.get("role") == "user")
@@ -57,8 +62,25 @@ def essay_request(body: dict[str, Any]) -> tuple[str, str, bool] | None:
     return None
 
 
+BRIEF = re.compile(r"BRIEF:(\w{1,40})")
+
+
+def brief(token: str) -> str:
+    """A short answer to ``BRIEF:<token>`` (benchmarks: many sessions at once)."""
+    return " ".join(f"[{token} {n:02d}] Short and sweet." for n in range(8))
+
+
+def _latest_prompt(body: dict[str, Any]) -> str:
+    users = [i for i in body.get("input") or [] if isinstance(i, dict) and i.get("role") == "user"]
+    return _text(users[-1].get("content")) if users else ""
+
+
 def responder(request: RecordedRequest) -> list[Step]:
     body = request.json
+    short = BRIEF.search(_latest_prompt(body))
+    if short is not None:
+        text = brief(short.group(1))
+        return [Text(text, chunk_size=12, pace_s=ESSAY_PACE_S), _usage(body, text), Stop("stop")]
     found = essay_request(body)
     if found is None:
         return demo_responder(request)

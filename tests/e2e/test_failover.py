@@ -380,3 +380,49 @@ def _wait_for(condition: Any, what: str, limit: float = 60) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)  # polling a log file or a row: the condition itself is what we wait on
+
+
+async def test_a_browser_watching_the_session_follows_the_new_holder_and_goes_on(
+    failover: Failover, browser: Any
+) -> None:
+    """Chromium keeps the session page open (on the second daphne) while the worker streaming
+    its answer is killed: without a reload the page shows the whole answer from the new holder,
+    and a follow-up typed into the same page is answered there."""
+    from tests.e2e.conftest import Studio, new_page, wait_settled
+    from tests.e2e.test_studio_e2e import send
+
+    failover.ensure_two_workers()
+    token = uuid.uuid4().hex[:8]
+    web = failover.cluster.web_urls[1]
+    studio = Studio(web, failover.cluster.data_dir, failover.cluster.base, {"maria": "maria-pass-123"}, Path())
+    maria = await User.login(failover.cluster.web_urls[0])
+    try:
+        session_id = await maria.new_session()
+        page: Any = await new_page(browser, studio, "maria")
+        await page.goto(studio.url(f"/sessions/{session_id}/"))
+        await page.wait_for_selector("#conn-state.on")
+        await send(page, f"Write the ESSAY:{token} please")
+        await page.wait_for_function(
+            "(t) => document.querySelector('#live-blocks')?.textContent.includes(t)", arg=f"[{token} 03]"
+        )
+        holder_pid, _term = failover.wait_holder(session_id)
+        stop(failover.cluster.workers[failover.worker_named(holder_pid)], signal.SIGKILL)
+        last = f"[{token} {SENTENCES - 1:02d}]"
+        await page.wait_for_function(
+            "(t) => !document.querySelector('#live-turn')"
+            " && document.querySelector('#conversation').textContent.includes(t)",
+            arg=last,
+            timeout=60_000,
+        )
+        text = await page.inner_text("#conversation")
+        assert text.count(f"[{token} 00]") == 1 and text.count(last) == 1
+        await send(page, "and one more thing")  # typed into the same page: the new holder answers
+        await page.wait_for_function(
+            "() => document.querySelector('#conversation').textContent.includes('You said: “and one more thing”')",
+            timeout=30_000,
+        )
+        await wait_settled(page)
+        assert failover.wait_holder(session_id)[0] != holder_pid
+    finally:
+        await maria.close()
+        failover.ensure_two_workers()

@@ -164,3 +164,23 @@ async def test_pushes_from_a_holder_that_lost_the_session_are_ignored(
     await layer.group_send(group, {**new, "seq": 2, "full": False, "html": "<p>next</p>"})
     assert "next" in await communicator.receive_from(timeout=10)
     await communicator.disconnect()
+
+
+async def test_a_full_render_after_a_failed_resync_clears_the_notice(
+    user: Any, make_session: Any, settings: Any
+) -> None:
+    """Worker mode while no worker answers (one being replaced): the page says why; the next
+    holder's full render takes the notice away."""
+    settings.STUDIO_HOST_MODE = "worker"
+    settings.STUDIO_HOST_TIMEOUT = 0.3
+    session = await sync_to_async(make_session)(user)
+    communicator, _connected, _ = await _connect(session.pk, user)
+    first = await communicator.receive_from(timeout=10)
+    assert "No session host answered" in first and 'id="composer-error"' in first
+    layer = get_channel_layer()
+    push = {"type": "session.push", "epoch": "next", "term": 1, "seq": 1, "full": True, "html": "<p>whole</p>"}
+    await layer.group_send(f"session-{session.pk}", push)
+    frame = await communicator.receive_from(timeout=10)
+    assert frame.startswith('<div id="composer-error" hx-swap-oob="true" class="composer-error" role="status"></div>')
+    assert "<p>whole</p>" in frame
+    await communicator.disconnect()

@@ -54,6 +54,9 @@ def test_a_claim_is_exclusive_until_the_lease_expires_and_each_claim_raises_the_
     assert leases.renew("a", {root: True}, 30) == set()  # a lost it: its host must drop it
     assert leases.renew("b", {root: True}, 30) == {root}
     assert leases.holder_channel(root) == "chan-b"
+    _expire_worker("b")  # b's heartbeat lapsed: its lease is over, whatever its own expiry says
+    assert leases.holder_channel(root) is None
+    assert leases.claim(root, "a", 30) == 3
 
 
 def test_only_active_sessions_without_a_live_holder_are_taken_over(user: Any, make_session: Any) -> None:
