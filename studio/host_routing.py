@@ -159,18 +159,28 @@ class ChannelHostClient:
         deadline = deadline if deadline is not None else time.monotonic() + self.timeout
         reply_to = await self.layer.new_channel()
         await self.layer.send(channel, {"type": "host.request", "reply_to": reply_to, **request})
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise HostError(
-                    "unavailable", "No session host answered; is `manage.py runworker studio-host` running?"
-                )
-            try:
-                reply = await asyncio.wait_for(self.layer.receive(reply_to), min(left, self.slice_seconds))
-                break
-            except TimeoutError:
+        # One receive for the whole wait, never cancelled between slices: channels_redis drops a
+        # message that reaches a receive() at the moment it is cancelled, so a per-slice timeout
+        # on the receive itself loses a reply now and then under load.
+        receiving = asyncio.ensure_future(self.layer.receive(reply_to))
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise HostError(
+                        "unavailable", "No session host answered; is `manage.py runworker studio-host` running?"
+                    )
+                done, _ = await asyncio.wait({receiving}, timeout=min(left, self.slice_seconds))
+                if done:
+                    reply = receiving.result()
+                    break
                 if channel != HOST_CHANNEL and not await database_sync_to_async(leases.worker_alive)(channel):
-                    raise _WorkerGone(channel) from None
+                    raise _WorkerGone(channel)
+        finally:
+            if not receiving.done():
+                receiving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await receiving
         if not reply.get("ok"):
             if reply.get("code") == "moved":
                 raise _Moved(str(reply.get("message") or ""))

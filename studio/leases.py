@@ -93,8 +93,16 @@ def claim(root_id: str, worker_id: str, ttl: float) -> int | None:
         return _term(root_id)
     SessionLease.objects.get_or_create(session_id=root_id)
     # A holder whose own heartbeat lapsed is dead even if its last renewal of this lease has a
-    # moment left: end the lease now (it changes no holder), then claim as usual.
-    SessionLease.objects.filter(session_id=root_id, worker__expires_at__lte=Now()).update(expires_at=Now())
+    # moment left: end the lease now (it changes no holder), then claim as usual. The UPDATE names
+    # that holder, so it re-checks against a racer's write: a lease another worker has just
+    # claimed is never cut short.
+    dead = (
+        SessionLease.objects.filter(session_id=root_id, worker__expires_at__lte=Now())
+        .values_list("worker_id", flat=True)
+        .first()
+    )
+    if dead is not None:
+        SessionLease.objects.filter(session_id=root_id, worker_id=dead).update(expires_at=Now())
     taken = (
         SessionLease.objects.filter(session_id=root_id)
         .filter(Q(worker__isnull=True) | Q(expires_at__isnull=True) | Q(expires_at__lte=Now()))

@@ -77,3 +77,77 @@ async def test_release_and_export_need_no_worker_when_nobody_holds_the_session(u
         await client.call("export", str(session.pk), destination="/nowhere.sqlite")
     assert err.value.code == "unavailable"
     assert not await SessionLease.objects.filter(session_id=session.pk).aexists()
+
+
+@pytest.fixture
+def redis_url(tmp_path: Any) -> Any:
+    """A private redis-server (Debian's, as in production) on a free loopback port."""
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        ["/usr/bin/redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        while True:  # until it accepts (or fail at once if it died)
+            assert server.poll() is None, "redis-server exited"
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(timeout=0.02)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.django_db(transaction=False)
+async def test_no_reply_is_lost_while_the_client_checks_on_its_worker_between_slices(redis_url: str) -> None:
+    """W7: the web process waits for a worker's reply in short slices (checking between them
+    that the worker still lives). Hundreds of requests over real Redis, 80 in flight at a time,
+    each answered after a random few milliseconds, with slices far shorter than that: every one
+    gets its reply. (Cancelling the receive at each slice's end lost replies that arrived just
+    then.)"""
+    import random
+
+    from channels_redis.core import RedisChannelLayer
+
+    client_layer = RedisChannelLayer(hosts=[redis_url], capacity=5000)
+    worker_layer = RedisChannelLayer(hosts=[redis_url], capacity=5000)
+    client = ChannelHostClient(client_layer, timeout=5, slice_seconds=0.001)
+    count = 400
+
+    async def answer(message: dict[str, Any]) -> None:
+        await asyncio.sleep(random.uniform(0, 0.03))  # a worker's work: replies land at any moment
+        await worker_layer.send(message["reply_to"], {"ok": True, "result": message["args"]["n"]})
+
+    async def worker() -> None:
+        pending = set()
+        while True:
+            message = await worker_layer.receive(HOST_CHANNEL)
+            task = asyncio.create_task(answer(message))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+    serving = asyncio.create_task(worker())
+    try:
+        requests = [{"op": "ping", "session_id": "", "args": {"n": n}} for n in range(count)]
+        in_flight = asyncio.Semaphore(80)  # what one web process has outstanding under load
+
+        async def ask(request: dict[str, Any]) -> Any:
+            async with in_flight:
+                return await client._send_and_wait(HOST_CHANNEL, request)
+
+        results = await asyncio.gather(*(ask(r) for r in requests), return_exceptions=True)
+    finally:
+        serving.cancel()
+        with contextlib.suppress(BaseException):  # cancelled, or a read timeout while idle: either way done
+            await serving
+        await client_layer.close_pools()
+        await worker_layer.close_pools()
+    lost = [n for n, result in enumerate(results) if result != n]
+    assert not lost, f"{len(lost)} of {count} replies never arrived: {results[lost[0]]!r}"
