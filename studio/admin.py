@@ -30,6 +30,7 @@ from django.urls import reverse
 
 from studio import services
 from studio.models import Approval, RegisteredModel, Run, SessionStore, StudioSession, ToolCall, UsageRecord
+from studio.stores import location_of
 
 
 class RegisteredModelForm(forms.ModelForm):
@@ -201,7 +202,7 @@ def _exports_dir() -> Path:
 @admin.action(description="Export a consistent copy of the store")
 def export_store(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[SessionStore]) -> None:
     for store in queryset:
-        if not Path(store.store_path).exists():
+        if not location_of(store).exists():
             modeladmin.message_user(request, f"{store}: this session has no store yet.", messages.WARNING)
             continue
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
@@ -220,7 +221,8 @@ def _release_from_host(session_id: str) -> str:
     Returns an error message when a run is in progress ("" otherwise). A host that does not
     answer (worker mode, no worker) holds nothing: the owner lock decides in the end.
     """
-    from studio.hosts import HostError, get_host_client
+    from studio.host_routing import get_host_client
+    from studio.host_session import HostError
 
     try:
         async_to_sync(get_host_client().call)("release", session_id)
@@ -398,15 +400,16 @@ class SessionStoreAdmin(SessionTitleAdmin):
             title = options["title"] or f"Imported {Path(upload.name).stem}"[:200]
             return services.store_import(source=name, **{**options, "title": title})
 
-    @admin.display(description="Store file")
+    @admin.display(description="Store")
     def store_file(self, obj: SessionStore) -> str:
-        return os.path.basename(obj.store_path)
+        location = location_of(obj)
+        return f"PostgreSQL store {location.name}" if location.is_postgres else os.path.basename(location.path)
 
     @admin.display(description="Size")
     def store_size(self, obj: SessionStore) -> str:
         try:
-            size = sum(os.path.getsize(p) for p in (obj.store_path, obj.store_path + "-wal") if os.path.exists(p))
-        except OSError:
+            size = location_of(obj).size()
+        except Exception:
             return "—"
         return filesizeformat(size) if size else "not created"
 

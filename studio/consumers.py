@@ -6,6 +6,11 @@ a sequence number; a watcher that sees a gap (a frame dropped by a full channel,
 epoch after a restart) re-renders every region from a fresh host state instead of applying a
 patch out of order. So the page can lag, but never lose or duplicate content.
 
+Worker mode adds the holder's lease ``term`` to every push and state: when a worker dies and
+another takes the session over, the new holder's first push is a full render under a higher
+term, and anything still in flight from the old holder (a lower term) is ignored — the page
+never goes back to the picture of a holder that lost the session.
+
 Close codes (before the handshake is accepted, so nothing is ever sent):
 ``4401`` not logged in, ``4403`` not the session's owner (or no such session).
 """
@@ -19,7 +24,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from studio import selectors
-from studio.hosts import HostError, get_host_client
+from studio.host_routing import get_host_client
+from studio.host_session import HostError
 
 log = logging.getLogger("studio.consumers")
 
@@ -32,6 +38,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
     group: str = ""
     epoch: str = ""
     seq: int = -1
+    term: int = 0
+    banner: bool = False  # a "no host answered" notice is on the page: the next full render clears it
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -58,12 +66,14 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self.resync()
 
     async def session_push(self, message: dict[str, Any]) -> None:
-        epoch, seq = message["epoch"], int(message["seq"])
+        epoch, seq, term = message["epoch"], int(message["seq"]), int(message.get("term") or 0)
+        if term < self.term:
+            return  # from a holder that has lost the session since
         if epoch == self.epoch and seq <= self.seq:
             return  # already part of what this page shows
         if message.get("full") or (epoch == self.epoch and seq == self.seq + 1):
-            self.epoch, self.seq = epoch, seq
-            await self.send(text_data=message["html"])
+            self.epoch, self.seq, self.term = epoch, seq, term
+            await self.send(text_data=self._clearing_banner(message["html"], bool(message.get("full"))))
             return
         log.info(
             "session %s: push gap (%s/%s after %s/%s), re-rendering", self.session_id, epoch, seq, self.epoch, self.seq
@@ -74,17 +84,26 @@ class SessionConsumer(AsyncWebsocketConsumer):
         try:
             state = await get_host_client().state(self.session_id)
         except HostError as exc:
+            self.banner = True
             await self.send(text_data=_host_error_banner(exc.message))
             return
         html = await database_sync_to_async(selectors.render_full_regions)(self.session_id, state)
-        self.epoch, self.seq = state.epoch, state.seq
-        await self.send(text_data=html)
+        if state.term < self.term:
+            return  # a stale holder answered before it learned it lost the session
+        self.epoch, self.seq, self.term = state.epoch, state.seq, state.term
+        await self.send(text_data=self._clearing_banner(html, True))
+
+    def _clearing_banner(self, html: str, full: bool) -> str:
+        """A full render after a failed resync (e.g. while a worker was being replaced) also
+        takes the notice away: the page is whole again."""
+        if not (full and self.banner):
+            return html
+        self.banner = False
+        return _host_error_banner("") + html
 
 
 def _host_error_banner(message: str) -> str:
     from django.utils.html import escape
 
-    return (
-        '<div id="composer-error" hx-swap-oob="true" class="composer-error">'
-        f'<div class="form-error">{escape(message)}</div></div>'
-    )
+    notice = f'<div class="form-error">{escape(message)}</div>' if message else ""
+    return f'<div id="composer-error" hx-swap-oob="true" class="composer-error" role="status">{notice}</div>'

@@ -6,35 +6,27 @@ daphne cancels a consumer's tasks shortly after a disconnect. So runtimes live h
 browsers only *watch* them through channel-layer groups ``session-<view id>``.
 
 **Session protocol.** Every runtime is opened with ``session={...}`` (the registry built from
-``STUDIO_EXTENSIONS``, subagents on) and held by a *lease*: ``runtime.serve(host)`` for as long
-as the store is open. Everything a person does is a session command — a prompt is ``submit``
+``STUDIO_EXTENSIONS``, subagents on) and held by a *lease task*: ``runtime.serve(host)`` for as
+long as the store is open. Everything a person does is a session command — a prompt is ``submit``
 (queued as a follow-up while the agent is busy, never refused), Stop is ``cancel``, a plan
 decision or answers are ``resume``, and fork, reset, configure, withdraw, promote and task
 cancels are commands too. The one exception is a *plan-mode* prompt: session commands carry no
 agent mode, so an idle session runs it as ``runtime.run(AgentInput(agent="plan"))`` — the lease
-for that moment — and goes back to ``serve()`` when it returns. The Trace renders the ``session``
-events' snapshots, never Studio's own guesses.
+task for that moment — and goes back to ``serve()`` when it returns. The Trace renders the
+``session`` events' snapshots, never Studio's own guesses.
 
 **Views.** One store holds several conversations (the runtime's ``target_id``): the main one,
 forks and subagents. Each is shown as its own page (a ``StudioSession`` row whose ``root`` is
-the main session), and each page watches its own group with its own sequence numbers.
+the main session), and each page watches its own group with its own sequence numbers
+(``studio.host_publish`` states the push contract; ``studio.host_events`` folds the events).
 
-Contract with the watchers:
-
-- Every push is ``{"type": "session.push", "epoch", "seq", "full", "html"}``. ``seq`` rises by
-  one per push of a view within one host ``epoch`` (one process lifetime). ``full`` pushes
-  replace every region; the others patch whole blocks (never deltas) and the snapshot-driven
-  regions.
-- ``state(view_id)`` returns a ``HostState`` whose ``seq`` already includes every change it
-  shows: a watcher that renders it skips pushes with ``seq <= state.seq`` and re-renders from a
-  fresh state when it sees a gap. So a frame dropped by a full channel costs a re-render, never
-  content. A settled turn is always rendered from the store's transcript.
-
-Two deployments share this code (see ``HostClient``): ``inprocess`` (default) runs the host
+Two deployments share this code (``studio.host_routing``): ``inprocess`` (default) runs the host
 inside the daphne process; ``worker`` runs it in ``manage.py runworker studio-host`` processes
-(Redis channel layer) reached by request/reply messages, sessions sharded over
-``STUDIO_HOST_SHARDS`` channels by their *main* session id, so every view of a store lands on the
-worker that owns it.
+that *lease* main sessions through the database (``studio.leases``): a session is held by one
+live worker, which renews it; a dead worker's sessions are claimed by a live one. Here that is
+the optional ``SessionLeases``: the host acquires a session's lease before opening its store,
+fences a stale owner that still holds the store, and drops a session the moment it learns it
+lost it (a fenced or lost store connection, a renewal that failed) — once, never in a loop.
 """
 
 from __future__ import annotations
@@ -42,277 +34,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import importlib
 import logging
-import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from collections.abc import AsyncIterator
+from typing import Any
 
-from channels.consumer import AsyncConsumer
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
 from studio import runtime_options, selectors, services
-from studio.ledger import read_usage_ledger
-from studio.live import ContextLive, LiveBlock
-from studio.trace import view_status
+from studio.host_events import fold_event, fold_snapshot, sync_usage
+from studio.host_publish import Publisher
+from studio.host_session import (
+    HostedSession,
+    HostError,
+    HostState,
+    RunJob,
+    RuntimeFactory,
+    SessionConfig,
+    SessionLeases,
+    View,
+    agent_host,
+    agentcore_runtime_factory,
+    changed,
+    configured_factory,
+    event_dict,
+    host_error,
+    store_code,
+    store_lost,
+    touch,
+    wake,
+)
+
+__all__ = ["HostError", "HostState", "SessionConfig", "SessionHost", "agentcore_runtime_factory"]
 
 log = logging.getLogger("studio.hosts")
-
-HOST_CHANNEL = "studio-host"
-#: Events that open a live turn (a turn's first visible work). ``context_usage`` and ``usage``
-#: also arrive between turns, so they never open one.
-OPENING_EVENTS = ("text_delta", "thinking_delta", "tool", "retry", "compaction", "web_search", "sources")
-RUNNING_STATUSES = ("running", "queued")
-
-
-class HostError(Exception):
-    """A command the host refused; ``code`` is stable (busy, not_waiting, version_conflict, ...)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-@dataclass(slots=True)
-class SessionConfig:
-    """What the host needs to open a store and show one of its views.
-
-    ``session_id`` is the view asked for; ``root_id`` the main session that owns the store.
-    ``model_options`` include the API key: never render them. ``session`` is filled in by the
-    host (the registry is a live object) just before the runtime factory is called.
-    """
-
-    session_id: str
-    store_path: str
-    workdir: str
-    permission_policy: str
-    effort: str
-    mode: str
-    model_options: dict[str, Any] = field(repr=False)
-    root_id: str = ""
-    target_id: int = 0
-    kind: str = "main"
-    models: dict[str, Any] = field(default_factory=dict, repr=False)  # model id → attributes (configure)
-    session: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        self.root_id = self.root_id or self.session_id
-
-    def __repr__(self) -> str:
-        return f"SessionConfig({self.session_id!r}, store={self.store_path!r}, target={self.target_id})"
-
-
-@dataclass(slots=True)
-class HostState:
-    """A consistent picture of one view: the store's transcript, the live turn, the snapshot."""
-
-    session_id: str
-    epoch: str
-    seq: int
-    running: bool
-    transcript: list[dict[str, Any]]
-    base_len: int | None = None  # while a turn is live: transcript messages that precede it
-    live: dict[str, Any] | None = None
-    context_usage: dict[str, int] | None = None
-    snapshot: dict[str, Any] | None = None
-    target_id: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HostState:
-        return cls(**data)
-
-    @property
-    def settled_transcript(self) -> list[dict[str, Any]]:
-        return self.transcript if self.base_len is None else self.transcript[: self.base_len]
-
-    def live_turn(self) -> dict[str, Any] | None:
-        if not self.live:
-            return None
-        return {**self.live, "blocks": [LiveBlock(**b) for b in self.live["blocks"]]}
-
-    def context(self) -> dict[str, Any] | None:
-        """This view's context in the snapshot (status, queue, config, plan)."""
-        for context in (self.snapshot or {}).get("contexts", []):
-            if context.get("target_id") == self.target_id:
-                return dict(context)
-        return None
-
-
-class RuntimeFactory(Protocol):
-    def __call__(self, config: SessionConfig) -> Awaitable[Any]: ...
-
-
-async def agentcore_runtime_factory(config: SessionConfig, **extra: Any) -> Any:
-    """Open the real agentcore runtime for a store, with the session protocol on.
-
-    ``extra`` goes to ``create_agent`` as well (a test's factory adds a tool this way)."""
-    from agentcore import create_agent
-
-    options: dict[str, Any] = {**runtime_options.runtime_options(), **config.model_options, **extra}
-    if config.models:
-        options["models"] = dict(config.models)
-    return await create_agent(
-        database_path=config.store_path,
-        workdir=config.workdir,
-        permission_policy=config.permission_policy,
-        effort=config.effort or None,
-        mode="build",
-        session=dict(config.session),
-        **options,
-    )
-
-
-def _configured_factory() -> RuntimeFactory:
-    dotted = getattr(settings, "STUDIO_RUNTIME_FACTORY", "") or ""
-    if not dotted:
-        return agentcore_runtime_factory
-    module, _, name = dotted.replace(":", ".").rpartition(".")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
-
-
-def _plan_review_pause(payload: dict[str, Any]) -> None:
-    """``approve_plan`` hook: every plan waits for a person in the browser."""
-    from agentcore.errors import UserInputRequired
-
-    raise UserInputRequired("plan review", payload={"kind": "plan", **payload})
-
-
-def _agent_host() -> Any:
-    from agentcore.host import AgentHost
-
-    return AgentHost(approve_plan=_plan_review_pause)
-
-
-def _event_dict(event: Any) -> dict[str, Any]:
-    return event if isinstance(event, dict) else event.model_dump()
-
-
-def _request_of(record_id: str) -> str:
-    """The request a usage record belongs to: ``<request_id>:<step>:<attempt>``."""
-    parts = record_id.rsplit(":", 2)
-    return parts[0] if len(parts) == 3 else record_id
-
-
-@dataclass(slots=True)
-class View:
-    """One page's live channel: a conversation of the store, its group and sequence numbers."""
-
-    view_id: str
-    target_id: int
-    kind: str = "main"
-    seq: int = 0
-    full: bool = False
-    controls: bool = False
-    trace: bool = False
-    status: str = ""
-
-    @property
-    def group(self) -> str:
-        return f"session-{self.view_id}"
-
-
-@dataclass(slots=True)
-class _RunJob:
-    """A plan-mode prompt waiting for the lease to run it with ``runtime.run``."""
-
-    agent_input: Any
-    started: asyncio.Future[None]
-
-
-@dataclass(slots=True)
-class HostedSession:
-    """One open store: its runtime, the lease that drives it, its views."""
-
-    config: SessionConfig
-    runtime: Any = None
-    lease: asyncio.Task[None] | None = None
-    flusher: asyncio.Task[None] | None = None
-    ready: asyncio.Event = field(default_factory=asyncio.Event)  # a lease is active: commands work
-    dirty: asyncio.Event = field(default_factory=asyncio.Event)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    snapshot: dict[str, Any] | None = None
-    contexts: dict[int, ContextLive] = field(default_factory=dict)
-    views: dict[int, View] = field(default_factory=dict)
-    prompts: dict[str, str] = field(default_factory=dict)  # request id → prompt text (turn starts)
-    withdrawn: set[str] = field(default_factory=set)
-    queued_steers: dict[int, dict[str, str]] = field(default_factory=dict)  # target → input id → prompt
-    run_job: _RunJob | None = None
-    in_run: bool = False
-    folding: bool = False  # the lease is in the middle of folding one event
-    closing: bool = False
-    last_used: float = field(default_factory=time.monotonic)
-    waiters: set[asyncio.Future[None]] = field(default_factory=set)  # wait_idle / wait_quiet
-    ledger_pos: int = 0  # the store's usage ledger is reconciled up to here
-
-    @property
-    def root_id(self) -> str:
-        return self.config.root_id
-
-    def context(self, target_id: int) -> ContextLive:
-        ctx = self.contexts.get(target_id)
-        if ctx is None:
-            ctx = self.contexts[target_id] = ContextLive(target_id)
-        return ctx
-
-    def snapshot_context(self, target_id: int) -> dict[str, Any] | None:
-        for context in (self.snapshot or {}).get("contexts", []):
-            if context.get("target_id") == target_id:
-                return dict(context)
-        return None
-
-    def settled(self, target_id: int) -> bool:
-        """Nothing runs in this conversation *and* every event of its turns has been folded.
-
-        The snapshot can be ahead of the events (it is built when the lease reads the bus, the
-        events of a fast turn may still be queued behind it): a turn the snapshot calls finished
-        counts only once its ``end`` event was seen here.
-        """
-        ctx = self.contexts.get(target_id)
-        if self.folding or (ctx is not None and ctx.live is not None):
-            return False
-        context = self.snapshot_context(target_id) or {}
-        if context.get("status") not in ("idle", "paused"):
-            return False
-        ended = ctx.ended if ctx is not None else set()
-        for turn in (self.snapshot or {}).get("turns", []):
-            if int(turn.get("target_id") or 0) != target_id:
-                continue
-            if turn.get("status") in ("completed", "failed", "aborted", "paused") and turn["request_id"] not in ended:
-                return False
-        return True
-
-    def busy(self, target_id: int) -> bool:
-        """Work is in progress in this conversation (a live turn, an open request, a queue)."""
-        ctx = self.contexts.get(target_id)
-        if ctx is not None and ctx.live is not None:
-            return True
-        context = self.snapshot_context(target_id) or {}
-        return context.get("status") in ("running", "queued", "paused")
-
-    def writing(self) -> bool:
-        """A turn of some conversation is running or about to (a pause, a sleeping timer and
-        other durable state survive closing the runtime; a turn in flight should not be cut)."""
-        if self.in_run or any(ctx.live is not None for ctx in self.contexts.values()):
-            return True
-        return any(c.get("status") in RUNNING_STATUSES for c in (self.snapshot or {}).get("contexts", []))
-
-    def quiet(self) -> bool:
-        """Nothing at all is happening in the store (safe to close the runtime)."""
-        if any(ctx.live is not None for ctx in self.contexts.values()):
-            return False
-        snapshot = self.snapshot or {}
-        if snapshot.get("tasks"):
-            return False
-        return all(c.get("status") == "idle" for c in snapshot.get("contexts", []))
 
 
 class SessionHost:
@@ -326,11 +84,14 @@ class SessionHost:
         flush_interval: float | None = None,
         idle_seconds: float | None = None,
         extensions: list[str] | None = None,
+        leases: SessionLeases | None = None,
     ) -> None:
         self.epoch = uuid.uuid4().hex[:12]
-        self._factory = runtime_factory or _configured_factory()
+        self._factory = runtime_factory or configured_factory()
         self._layer = channel_layer
-        self._interval = settings.STUDIO_FLUSH_INTERVAL if flush_interval is None else flush_interval
+        interval = settings.STUDIO_FLUSH_INTERVAL if flush_interval is None else flush_interval
+        self.publisher = Publisher(self.epoch, lambda: self.layer, interval)
+        self.leases = leases
         self._idle = settings.STUDIO_RUNTIME_IDLE_SECONDS if idle_seconds is None else idle_seconds
         self._extension_paths = list(settings.STUDIO_EXTENSIONS if extensions is None else extensions)
         self._registry: Any = None
@@ -372,7 +133,7 @@ class SessionHost:
 
     async def state(self, view_id: str) -> HostState:
         hs, view = await self._view(view_id)
-        return self._state(hs, view)
+        return self.publisher.state(hs, view)
 
     async def prompt(
         self, view_id: str, *, prompt: str, agent: str = "build", mode: str = "follow_up"
@@ -413,7 +174,7 @@ class SessionHost:
             await database_sync_to_async(services.run_submitted)(
                 view.view_id, request_id=request_id, prompt=prompt, agent="build", status=status, mode=mode
             )
-            self._touch(hs, view, controls=True)
+            touch(hs, view, controls=True)
             return {"request_id": request_id, "status": str(receipt.get("status"))}
 
     async def withdraw(self, view_id: str, *, input_id: str) -> str:
@@ -426,7 +187,7 @@ class SessionHost:
                 hs.withdrawn.add(input_id)
                 hs.queued_steers.get(view.target_id, {}).pop(input_id, None)
                 await database_sync_to_async(services.run_status)(view.view_id, input_id, "withdrawn")
-            self._touch(hs, view, controls=True)
+            touch(hs, view, controls=True)
             return status
 
     async def promote(self, view_id: str, *, input_id: str) -> str:
@@ -438,7 +199,7 @@ class SessionHost:
             if status == "promoted":
                 hs.queued_steers.setdefault(view.target_id, {})[input_id] = hs.prompts.get(input_id, "")
                 await database_sync_to_async(services.run_mode)(view.view_id, input_id, "steer")
-            self._touch(hs, view, controls=True)
+            touch(hs, view, controls=True)
             return status
 
     async def stop(self, view_id: str) -> bool:
@@ -453,7 +214,7 @@ class SessionHost:
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
             receipt = await self._control(hs, {"type": "cancel", "scope": "task", "task_id": task_id}, view)
-            self._touch(hs, view, controls=True, trace=True)
+            touch(hs, view, controls=True, trace=True)
             return list(receipt.get("cancelled") or [])
 
     async def resume_plan(self, view_id: str, *, approved: bool, notes: str = "") -> str:
@@ -489,7 +250,7 @@ class SessionHost:
             target_id = int(receipt["target_id"])
             new_id = await database_sync_to_async(services.fork_create)(view.view_id, target_id=target_id)
             hs.views[target_id] = View(new_id, target_id, kind="fork")
-            self._touch(hs, view, trace=True)
+            touch(hs, view, trace=True)
             return new_id
 
     async def reset(self, view_id: str, *, handoff: str) -> str:
@@ -497,7 +258,7 @@ class SessionHost:
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
             receipt = await self._control(hs, {"type": "reset", "handoff": handoff or None}, view)
-            self._touch(hs, view, full=True)
+            touch(hs, view, full=True)
             return str(receipt.get("status"))
 
     async def configure(
@@ -518,7 +279,7 @@ class SessionHost:
             command["effort"] = effort
         async with hs.lock:
             receipt = await self._control(hs, command, view)
-            self._touch(hs, view, controls=True, trace=True)
+            touch(hs, view, controls=True, trace=True)
             return int(receipt.get("version") or 0)
 
     async def start_task(self, view_id: str, *, name: str, task_input: Any = None) -> str:
@@ -528,7 +289,7 @@ class SessionHost:
             receipt = await self._control(
                 hs, {"type": "task", "name": name, "input": task_input, "background": True}, view
             )
-            self._touch(hs, view, trace=True)
+            touch(hs, view, trace=True)
             return str(receipt.get("task_id"))
 
     async def wait_idle(self, view_id: str) -> None:
@@ -542,19 +303,19 @@ class SessionHost:
             if hs.settled(view.target_id) and not hs.in_run:
                 if not view.full and not view.trace and not view.controls:
                     return
-            await self._changed(hs)
+            await changed(hs)
 
     async def wait_live(self, view_id: str) -> None:
         """Wait until this view shows a live turn (its first event was folded)."""
         hs, view = await self._view(view_id)
         while (ctx := hs.contexts.get(view.target_id)) is None or ctx.live is None:
-            await self._changed(hs)
+            await changed(hs)
 
     async def wait_quiet(self, view_id: str) -> None:
         """Wait until nothing at all runs in the store (turns, queues, background tasks)."""
         hs, _view = await self._view(view_id)
         while not (hs.quiet() and not hs.in_run):
-            await self._changed(hs)
+            await changed(hs)
 
     async def release(self, view_id: str) -> bool:
         """Close an idle store's runtime so its owner lock is free for offline work (admin
@@ -567,8 +328,7 @@ class SessionHost:
             if hs.writing():
                 raise HostError("busy", "A turn is in progress in this session; stop it first.")
             was_open = hs.runtime is not None
-            await self._close(hs)
-            self._sessions.pop(root_id, None)
+            await self._forget(hs, active=False)
             return was_open
 
     async def export(self, view_id: str, *, destination: str) -> str:
@@ -580,32 +340,40 @@ class SessionHost:
         resumes on the next use), copies, and lets the next use reopen it. Refused only while a
         turn is writing (``busy``).
         """
-        from agentcore import export_agent_database
-
         root_id = await database_sync_to_async(selectors.root_of)(str(view_id))
         hs = self._sessions.get(root_id)
         if hs is None:
             config = await database_sync_to_async(selectors.session_config)(root_id)
-            store_path = config.store_path
+            store = config.store
             lock: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         else:
-            store_path = hs.config.store_path
+            store = hs.config.store
             lock = hs.lock
         async with lock:
+            active = False
             if hs is not None:
                 if hs.writing():
                     raise HostError("busy", "A turn is writing to this store; stop it or let it finish, then export.")
+                active = not hs.quiet()
                 await self._close(hs)
                 self._sessions.pop(root_id, None)
             try:
-                await asyncio.to_thread(export_agent_database, database_path=store_path, destination=destination)
+                await asyncio.to_thread(store.export, destination)
             except Exception as exc:
                 code = str(getattr(exc, "code", "") or exc.__class__.__name__)
                 raise HostError(code, str(getattr(exc, "message", None) or exc)) from exc
+            finally:
+                # Only now may another worker open the store (the copy took its owner lease).
+                if hs is not None and self.leases is not None:
+                    await self.leases.release(root_id, active=active)
         return destination
 
-    async def close(self) -> None:
-        """Close every runtime; unfinished work stays in the stores and resumes on reopen."""
+    async def close(self) -> dict[str, bool]:
+        """Close every runtime; unfinished work stays in the stores and resumes on reopen.
+
+        Returns each session that was open and whether it had work to go on (``activity()``
+        just before closing): a worker shutting down releases their leases with it."""
+        activity = self.activity()
         for hs in list(self._sessions.values()):
             await self._close(hs)
         self._sessions.clear()
@@ -614,6 +382,39 @@ class SessionHost:
             with contextlib.suppress(Exception):
                 demo.stop()
         await asyncio.to_thread(runtime_options.close_tracing)  # flush the spans of the runtimes just closed
+        return activity
+
+    # -- leases (worker mode) -------------------------------------------------------------------
+
+    def activity(self) -> dict[str, bool]:
+        """Every open session and whether it has work that must go on (a turn, a queue, a
+        pause, a task or timer): what a lease renewal records, so a dead holder's active
+        sessions are taken over at once and its idle ones only when someone asks."""
+        return {root_id: hs.in_run or not hs.quiet() for root_id, hs in self._sessions.items() if not hs.lost}
+
+    async def adopt(self, root_id: str) -> None:
+        """Open a session this worker just claimed (its holder died or shut down): the lease task
+        resumes the store's unfinished work, and every view gets a full render of the new
+        holder's state (a new epoch and term, so watchers switch over)."""
+        config = await database_sync_to_async(selectors.session_config)(root_id)
+        hs = await self._session(config)
+        for view in hs.views.values():
+            view.full = True
+        wake(hs)
+
+    async def drop(self, root_id: str, reason: str) -> None:
+        """Another holder has (or is about to have) the session: stop publishing and recording
+        at once, close the runtime without writing, forget the session. Idempotent."""
+        hs = self._sessions.get(root_id)
+        if hs is None or hs.lost:
+            return
+        hs.lost = True
+        log.warning("session %s: dropped (%s); its new holder resumes it", root_id, reason)
+        await self._close(hs)
+        if self._sessions.get(root_id) is hs:
+            del self._sessions[root_id]
+        if self.leases is not None:
+            await self.leases.release(root_id, active=True)  # a no-op unless the lease is still ours
 
     # -- opening and closing ------------------------------------------------------------------
 
@@ -635,10 +436,19 @@ class SessionHost:
     async def _session(self, config: SessionConfig) -> HostedSession:
         root_id = config.root_id
         hs = self._sessions.get(root_id)
+        if hs is not None and self.leases is not None and not self.leases.holds(root_id):
+            # Our lease lapsed by the local clock (a frozen process, a slow database): renew it,
+            # or learn that it is gone and drop the session before touching it again.
+            try:
+                hs.term = await self.leases.acquire(root_id)
+            except HostError:
+                await self.drop(root_id, "its lease was taken over")
+                raise
         if hs is None:
             async with self._open_lock:
                 hs = self._sessions.get(root_id)
                 if hs is None:
+                    term = await self.leases.acquire(root_id) if self.leases is not None else 0
                     root = config if config.root_id == config.session_id else None
                     if root is None:
                         root = await database_sync_to_async(selectors.session_config)(root_id)
@@ -646,7 +456,7 @@ class SessionHost:
                     if options.get("provider") == "demo" and not options.get("base_url"):
                         options["base_url"] = self.demo_base_url()
                     root.session = self.session_options()
-                    hs = HostedSession(config=root)
+                    hs = HostedSession(config=root, term=term)
                     for view_id, target_id, kind in await database_sync_to_async(selectors.views_of)(root_id):
                         hs.views[target_id] = View(view_id, target_id, kind=kind)
                     self._sessions[root_id] = hs
@@ -660,11 +470,22 @@ class SessionHost:
 
     async def _open_runtime(self, hs: HostedSession) -> None:
         try:
-            hs.runtime = await self._factory(hs.config)
+            try:
+                hs.runtime = await self._factory(hs.config)
+            except Exception as exc:
+                # A stale owner (a frozen worker whose lease we now hold) still has the store
+                # open: fence it, then open (its next commit fails; it drops the session).
+                if getattr(exc, "code", "") != "store_locked" or self.leases is None:
+                    raise
+                if not await self.leases.unlock_store(hs.root_id, exc):
+                    raise
+                hs.runtime = await self._factory(hs.config)
         except Exception as exc:
             code = getattr(exc, "code", "unavailable")
             log.warning("could not open the store of session %s: %s", hs.root_id, code)
             self._sessions.pop(hs.root_id, None)
+            if self.leases is not None:
+                await self.leases.release(hs.root_id, active=True)  # let a sweep try again later
             raise HostError(str(code), f"The session store could not be opened ({code}).") from exc
         hs.closing = False
         hs.ready = asyncio.Event()
@@ -675,7 +496,7 @@ class SessionHost:
         views = {target: view.view_id for target, view in hs.views.items()}
         await database_sync_to_async(services.runs_reconcile)(views, hs.snapshot.get("turns", []))
         hs.ledger_pos = await database_sync_to_async(services.ledger_position)(hs.root_id)
-        await self._sync_usage(hs)
+        await sync_usage(hs)
         # Unfinished work the previous process left (an interrupted turn, queued inputs,
         # sleeping timers) resumes inside the lease: the driver finds it in the store.
         # Each task in a context of its own: not the request's (the lease outlives it), and not a
@@ -684,7 +505,7 @@ class SessionHost:
             self._lease(hs), name=f"studio-lease-{hs.root_id}", context=contextvars.Context()
         )
         hs.flusher = asyncio.create_task(
-            self._flush_loop(hs), name=f"studio-flush-{hs.root_id}", context=contextvars.Context()
+            self.publisher.flush_loop(hs), name=f"studio-flush-{hs.root_id}", context=contextvars.Context()
         )
 
     async def _close(self, hs: HostedSession) -> None:
@@ -694,7 +515,7 @@ class SessionHost:
             with contextlib.suppress(Exception):
                 runtime.stop_serving()
         for task in (hs.lease, hs.flusher):
-            if task is not None and not task.done():
+            if task is not None and not task.done() and task is not asyncio.current_task():
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
@@ -710,14 +531,21 @@ class SessionHost:
         now = time.monotonic()
         for root_id, hs in list(self._sessions.items()):
             if root_id != keep and hs.quiet() and not hs.in_run and now - hs.last_used > self._idle:
-                await self._close(hs)
-                self._sessions.pop(root_id, None)
+                await self._forget(hs, active=False)
+
+    async def _forget(self, hs: HostedSession, *, active: bool) -> None:
+        """Close a session's runtime and give its lease up (``active``: work must go on)."""
+        await self._close(hs)
+        if self._sessions.get(hs.root_id) is hs:
+            del self._sessions[hs.root_id]
+        if self.leases is not None:
+            await self.leases.release(hs.root_id, active=active)
 
     # -- the lease: driving the runtime and folding its events -----------------------------------
 
     async def _lease(self, hs: HostedSession) -> None:
         """Hold the runtime: ``serve()`` normally, ``run()`` for a plan-mode prompt."""
-        host = _agent_host()
+        host = agent_host()
         while not hs.closing:
             job, hs.run_job = hs.run_job, None
             stream: AsyncIterator[Any]
@@ -735,18 +563,26 @@ class SessionHost:
                             job.started.set_result(None)
                         hs.folding = True
                         try:
-                            await self._on_event(hs, _event_dict(raw))
+                            await fold_event(hs, event_dict(raw))
                         except Exception:  # Studio's bookkeeping failed; the store is still right
                             log.exception("session %s: could not fold an event", hs.root_id)
                         finally:
                             hs.folding = False
-                            self._wake(hs)
+                            wake(hs)
+                        if self.leases is not None:
+                            self.leases.note_activity(hs.root_id, hs.in_run or not hs.quiet())
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if job is not None and not job.started.done():
-                    job.started.set_exception(exc)
-                else:
+                handed = job is not None and not job.started.done()
+                if job is not None and handed:
+                    job.started.set_exception(exc)  # the plan prompt's caller reports it
+                if store_lost(exc):
+                    # This process can no longer write the store (fenced, or its connection and
+                    # owner lease are gone): serving again would fail the same way forever.
+                    await self.drop(hs.root_id, f"the store refused this owner: {store_code(exc)}")
+                    return
+                if not handed:
                     # A turn that fails ends in the store (its end event was folded above) and the
                     # session stays usable: hold it again.
                     log.warning("session %s: the lease ended with %s: %s", hs.root_id, type(exc).__name__, exc)
@@ -755,13 +591,13 @@ class SessionHost:
             finally:
                 hs.ready.clear()
                 hs.in_run = False
-                self._wake(hs)
+                wake(hs)
 
     async def _run_plan(self, hs: HostedSession, request_id: str, prompt: str) -> None:
         """Run a plan-mode prompt through ``runtime.run`` (the lease switches for it)."""
         from agentcore.inputs import AgentInput
 
-        job = _RunJob(
+        job = RunJob(
             AgentInput(prompt=prompt, request_id=request_id, agent="plan"), asyncio.get_running_loop().create_future()
         )
         hs.run_job = job
@@ -776,136 +612,7 @@ class SessionHost:
                 error_code=str(getattr(exc, "code", "run_failed")),
                 error=str(getattr(exc, "message", None) or exc),
             )
-            raise _host_error(exc) from exc
-
-    async def _on_event(self, hs: HostedSession, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        if kind == "session":
-            await self._on_snapshot(hs, event["snapshot"])
-            return
-        target = int(event.get("target_id") or 0)
-        ctx = hs.context(target)
-        view = hs.views.get(target)
-        view_id = view.view_id if view is not None else None
-        if kind == "end":
-            request_id = str(event.get("request_id") or "")
-            if view_id is not None:
-                await database_sync_to_async(services.run_end)(
-                    view_id,
-                    request_id,
-                    status=event["status"],
-                    error_code=event.get("error_code") or "",
-                    error=event.get("error") or "",
-                    pending=event.get("pending") if event["status"] == "paused" else None,
-                    prompt=hs.prompts.get(request_id, ""),
-                )
-            ctx.end(request_id)
-            hs.prompts.pop(request_id, None)
-            if len(ctx.ended) > 1000:  # only turns the snapshot still lists can matter
-                listed = {str(t["request_id"]) for t in (hs.snapshot or {}).get("turns", [])}
-                ctx.ended &= listed | {request_id}
-            ctx.context_usage = _context_usage(hs.runtime, target) or ctx.context_usage
-            await self._sync_usage(hs)
-            await self._refresh_statuses(hs)
-            self._touch(hs, view, full=True, trace=True)
-            return
-        if kind == "context_usage":
-            ctx.context_usage = {"used": int(event["used"]), "total": int(event["total"])}
-            if ctx.live is not None:
-                ctx.live.apply(event)
-            self._touch(hs, view)
-            return
-        if ctx.live is None and kind in OPENING_EVENTS:
-            self._begin_live(hs, ctx)
-            self._touch(hs, view, full=True)
-        if ctx.live is not None:
-            ctx.live.apply(event)
-        if kind in ("tool", "usage", "plan", "approval", "retry"):
-            request_id = ctx.live.request_id if ctx.live is not None else ""
-            if kind == "usage":
-                request_id = _request_of(str(event.get("record_id") or ""))
-            await database_sync_to_async(services.record_event)(
-                hs.root_id, view_id, request_id, dict(event, target_id=target)
-            )
-            if kind in ("usage", "plan", "approval"):
-                self._touch(hs, view, trace=True)
-        self._touch(hs, view)
-
-    def _begin_live(self, hs: HostedSession, ctx: ContextLive) -> None:
-        transcript = hs.runtime.read_transcript(ctx.target_id or None, entry_ids=True)
-        request_id = self._expected_request(hs, ctx)
-        ctx.begin(transcript, request_id=request_id, expected_prompt=hs.prompts.get(request_id))
-
-    def _expected_request(self, hs: HostedSession, ctx: ContextLive) -> str:
-        """The request whose turn is going live: the oldest started, not yet ended turn."""
-        for turn in (hs.snapshot or {}).get("turns", []):
-            if int(turn.get("target_id") or 0) != ctx.target_id:
-                continue
-            request_id = str(turn["request_id"])
-            if request_id in ctx.ended or turn.get("status") in ("queued", "withdrawn", "cancelled", "rejected"):
-                continue
-            return request_id
-        context = hs.snapshot_context(ctx.target_id) or {}
-        return str(context.get("request_id") or "")
-
-    async def _on_snapshot(self, hs: HostedSession, snapshot: dict[str, Any]) -> None:
-        previous = hs.snapshot
-        if previous is not None and int(snapshot.get("revision") or 0) < int(previous.get("revision") or 0):
-            return  # an older picture than the one shown (a command's fresh snapshot came first)
-        hs.snapshot = snapshot
-        for context in snapshot.get("contexts", []):
-            target = int(context["target_id"])
-            for item in context.get("queue") or []:
-                hs.prompts.setdefault(str(item["input_id"]), str(item.get("prompt") or ""))
-            view = hs.views.get(target)
-            for input_id in self._note_placed_steers(hs, target, context, snapshot):
-                if view is not None:
-                    await database_sync_to_async(services.run_status)(view.view_id, input_id, "placed")
-        for view in hs.views.values():
-            view.controls = True
-            view.trace = True
-        await self._refresh_statuses(hs)
-        if previous is None or _config_versions(previous) != _config_versions(snapshot):
-            for view in hs.views.values():
-                view.full = True
-        self._wake(hs)
-
-    async def _refresh_statuses(self, hs: HostedSession) -> None:
-        """Write each view's status for the sessions list when it changed (snapshot or turn end)."""
-        if hs.snapshot is None:
-            return
-        statuses: dict[str, str] = {}
-        for view in hs.views.values():
-            ctx = hs.contexts.get(view.target_id)
-            status = view_status(hs.snapshot, view.target_id, live=ctx is not None and ctx.live is not None)
-            if status != view.status:
-                view.status = status
-                statuses[view.view_id] = status
-        if statuses:
-            await database_sync_to_async(services.view_statuses)(statuses)
-
-    def _note_placed_steers(
-        self, hs: HostedSession, target: int, context: dict[str, Any], snapshot: dict[str, Any]
-    ) -> list[str]:
-        """A queued steer that left the queue without becoming a turn joined the live turn;
-        returns the input ids placed."""
-        waiting = hs.queued_steers.get(target)
-        if not waiting:
-            return []
-        placed: list[str] = []
-        queued = {str(item["input_id"]) for item in context.get("queue") or []}
-        turns = {str(turn["request_id"]) for turn in snapshot.get("turns", [])}
-        ctx = hs.context(target)
-        for input_id in [i for i in waiting if i not in queued]:
-            prompt = waiting.pop(input_id)
-            if input_id in turns or input_id in hs.withdrawn or ctx.live is None:
-                continue  # it became a turn of its own (or was taken back)
-            transcript = hs.runtime.read_transcript(target or None, entry_ids=True)
-            ctx.note_steer(transcript, prompt)
-            placed.append(input_id)
-        return placed
-
-    # -- resuming ------------------------------------------------------------------------
+            raise host_error(exc) from exc
 
     async def _paused_run(self, hs: HostedSession, view: View, kind: str) -> dict[str, Any]:
         run = await database_sync_to_async(selectors.pending_run)(view.view_id)
@@ -923,7 +630,7 @@ class SessionHost:
         except HostError:
             ctx.end(None)
             raise
-        self._touch(hs, view, full=True)
+        touch(hs, view, full=True)
 
     # -- commands --------------------------------------------------------------------------
 
@@ -943,306 +650,18 @@ class SessionHost:
             except AgentError as exc:
                 if exc.code == AGENT_NOT_READY and not hs.closing:
                     continue  # the lease is switching between run() and serve()
-                raise _host_error(exc) from exc
+                raise host_error(exc) from exc
             # What the command changed is visible at once (the chip, the config version), not
             # only when the lease reads the next snapshot off the bus.
-            await self._on_snapshot(hs, hs.runtime.snapshot())
+            await fold_snapshot(hs, hs.runtime.snapshot())
             return receipt
         raise HostError("unavailable", "The session is not ready; try again.")
 
     # -- publishing ------------------------------------------------------------------------
 
-    def _touch(
-        self,
-        hs: HostedSession,
-        view: View | None,
-        *,
-        full: bool = False,
-        controls: bool = False,
-        trace: bool = False,
-    ) -> None:
-        if view is not None:
-            view.full = view.full or full
-            view.controls = view.controls or controls
-            view.trace = view.trace or trace
-        self._wake(hs)
-
-    def _wake(self, hs: HostedSession) -> None:
-        hs.dirty.set()
-        for waiter in list(hs.waiters):
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def _changed(self, hs: HostedSession) -> None:
-        """Wait for the next processed event, snapshot or flush of ``hs``."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        hs.waiters.add(waiter)
-        try:
-            await waiter
-        finally:
-            hs.waiters.discard(waiter)
-
     def _view_id(self, hs: HostedSession, target_id: int) -> str:
         view = hs.views.get(target_id)
         return view.view_id if view is not None else hs.root_id
-
-    def _state(self, hs: HostedSession, view: View, *, transcript: bool = True) -> HostState:
-        """The view's state; ``transcript=False`` for a live patch, which renders no settled turn
-        (reading a long transcript on every push would cost what the page saves by windowing)."""
-        ctx = hs.contexts.get(view.target_id)
-        messages = (
-            list(hs.runtime.read_transcript(view.target_id or None, entry_ids=True))
-            if hs.runtime is not None and transcript
-            else []
-        )
-        live = ctx.live if ctx is not None else None
-        context = hs.snapshot_context(view.target_id) or {}
-        return HostState(
-            session_id=view.view_id,
-            epoch=self.epoch,
-            seq=view.seq,
-            running=live is not None
-            or context.get("status") in RUNNING_STATUSES
-            or (hs.in_run and view.target_id == 0),
-            transcript=messages,
-            base_len=ctx.settled_len(messages) if ctx is not None and live is not None and transcript else None,
-            live=live.to_dict() if live is not None else None,
-            context_usage=(ctx.context_usage if ctx is not None else None)
-            or _context_usage(hs.runtime, view.target_id),
-            snapshot=hs.snapshot,
-            target_id=view.target_id,
-        )
-
-    async def _flush_loop(self, hs: HostedSession) -> None:
-        """Batch changes: at most one push per view and flush interval, never deltas."""
-        while not hs.closing:
-            await hs.dirty.wait()
-            await asyncio.sleep(self._interval)
-            hs.dirty.clear()
-            for view in list(hs.views.values()):
-                try:
-                    await self._flush(hs, view)
-                except Exception:
-                    log.exception("flush failed for session %s", view.view_id)
-            self._wake(hs)
-
-    async def _flush(self, hs: HostedSession, view: View) -> None:
-        ctx = hs.contexts.get(view.target_id)
-        live = ctx.live if ctx is not None else None
-        if view.full:
-            view.full = view.controls = view.trace = False
-            if live is not None:
-                live.take_changes()
-            view.seq += 1
-            state = self._state(hs, view)
-            html = await database_sync_to_async(selectors.render_full_regions)(view.view_id, state)
-            await self._send(view, state.seq, full=True, html=html)
-            return
-        added: list[LiveBlock] = []
-        changed: list[LiveBlock] = []
-        ring = False
-        if live is not None and live.dirty:
-            added, changed, ring, trace_changed = live.take_changes()
-            view.trace = view.trace or trace_changed
-        if not (added or changed or ring or view.controls or view.trace):
-            return
-        controls, trace = view.controls, view.trace
-        view.controls = view.trace = False
-        view.seq += 1
-        state = self._state(hs, view, transcript=False)
-        html = await database_sync_to_async(selectors.render_patch_regions)(
-            view.view_id, state, added=added, changed=changed, ring=ring, controls=controls, trace=trace
-        )
-        await self._send(view, state.seq, full=False, html=html)
-
-    async def _send(self, view: View, seq: int, *, full: bool, html: str) -> None:
-        message = {"type": "session.push", "epoch": self.epoch, "seq": seq, "full": full, "html": html}
-        await self.layer.group_send(view.group, message)
-
-    async def _sync_usage(self, hs: HostedSession) -> None:
-        """Reconcile Studio's usage with the store's ledger (see ``studio.ledger``)."""
-        targets = {
-            str(c.get("conversation_id")): int(c.get("target_id") or 0) for c in (hs.snapshot or {}).get("contexts", [])
-        }
-        try:
-            ledger = await asyncio.to_thread(read_usage_ledger, hs.config.store_path, hs.ledger_pos)
-            added = await database_sync_to_async(services.usage_sync)(hs.root_id, ledger, targets)
-            if ledger:
-                hs.ledger_pos = ledger[-1].pos
-            await database_sync_to_async(services.view_totals)(hs.root_id, _subtrees(hs.snapshot))
-        except Exception:
-            log.exception("could not reconcile the usage of session %s with its store", hs.root_id)
-            return
-        if added:
-            log.info("session %s: %d usage record(s) recovered from the store's ledger", hs.root_id, added)
-
-
-def _host_error(exc: BaseException) -> HostError:
-    code = str(getattr(exc, "code", "") or "error")
-    message = str(getattr(exc, "message", None) or exc)
-    if code == "version_conflict":
-        details = getattr(exc, "details", None) or {}
-        current = details.get("current_version")
-        message = (
-            "The model settings were changed elsewhere"
-            + (f" (they are now at version {current})" if current is not None else "")
-            + ". The form shows the current settings: choose again."
-        )
-    return HostError(code, message)
-
-
-def _config_versions(snapshot: dict[str, Any]) -> dict[int, int]:
-    return {int(c["target_id"]): int((c.get("config") or {}).get("version") or 0) for c in snapshot.get("contexts", [])}
-
-
-def _subtrees(snapshot: dict[str, Any] | None) -> dict[int, set[int]]:
-    """Per context, the targets whose usage it includes: itself and its subagents (not forks)."""
-    contexts = (snapshot or {}).get("contexts", [])
-    parents = {int(c["target_id"]): c.get("parent_target_id") for c in contexts if c.get("kind") == "subagent"}
-    out: dict[int, set[int]] = {int(c["target_id"]): {int(c["target_id"])} for c in contexts}
-    for child in parents:
-        parent = parents.get(child)
-        while parent is not None:
-            out.setdefault(int(parent), {int(parent)}).add(child)
-            parent = parents.get(int(parent))
-    return out
-
-
-def live_prefix(request_id: str) -> str:
-    """DOM id prefix of a live turn's blocks (stable for the whole turn)."""
-    return "lv-" + ("".join(ch for ch in request_id if ch.isalnum())[:16] or "turn")
-
-
-def _context_usage(runtime: Any, target_id: int = 0) -> dict[str, int] | None:
-    if runtime is None:
-        return None
-    try:
-        if target_id:
-            snapshot = runtime.snapshot()
-            context = next((c for c in snapshot["contexts"] if c["target_id"] == target_id), None)
-            usage = (context or {}).get("context_usage")
-        else:
-            usage = runtime.get_context_usage()
-    except Exception:
-        return None
-    if not usage:
-        return None
-    return {"used": int(usage["used"]), "total": int(usage["total"])}
-
-
-# --- reaching the host --------------------------------------------------------------------
-
-
-class HostClient(Protocol):
-    async def call(self, op: str, session_id: str, **args: Any) -> Any: ...
-
-    async def state(self, session_id: str) -> HostState: ...
-
-
-_OPS = {
-    "prompt",
-    "withdraw",
-    "promote",
-    "stop",
-    "cancel_task",
-    "resume_plan",
-    "answer",
-    "fork",
-    "reset",
-    "configure",
-    "start_task",
-    "release",
-    "export",
-}
-
-
-async def _dispatch(host: SessionHost, op: str, session_id: str, args: dict[str, Any]) -> Any:
-    if op == "ping":  # which process serves this session's shard (health checks, tests)
-        return {"pid": os.getpid(), "epoch": host.epoch}
-    if op == "state":
-        return (await host.state(session_id)).to_dict()
-    if op in _OPS:
-        return await getattr(host, op)(session_id, **args)
-    raise HostError("unknown_op", f"unknown host operation {op!r}")
-
-
-class LocalHostClient:
-    """In-process mode: the host lives in this event loop; calls are plain awaits."""
-
-    def __init__(self, host: SessionHost) -> None:
-        self.host = host
-
-    async def call(self, op: str, session_id: str, **args: Any) -> Any:
-        return await _dispatch(self.host, op, str(session_id), args)
-
-    async def state(self, session_id: str) -> HostState:
-        return await self.host.state(str(session_id))
-
-
-class ChannelHostClient:
-    """Worker mode: request/reply over the channel layer to the session's shard channel."""
-
-    def __init__(self, channel_layer: Any = None, *, shards: int | None = None, timeout: float = 15.0) -> None:
-        self._layer = channel_layer
-        self.shards = shards if shards is not None else settings.STUDIO_HOST_SHARDS
-        self.timeout = timeout
-
-    @property
-    def layer(self) -> Any:
-        if self._layer is None:
-            self._layer = get_channel_layer()
-        return self._layer
-
-    async def call(self, op: str, session_id: str, **args: Any) -> Any:
-        # Every view of a store goes to the shard of its main session (the store's owner); a
-        # ping names a main session and needs no database.
-        root_id = str(session_id) if op == "ping" else await database_sync_to_async(selectors.root_of)(str(session_id))
-        reply_to = await self.layer.new_channel()
-        await self.layer.send(
-            shard_channel(root_id, self.shards),
-            {"type": "host.request", "op": op, "session_id": str(session_id), "args": args, "reply_to": reply_to},
-        )
-        try:
-            reply = await asyncio.wait_for(self.layer.receive(reply_to), self.timeout)
-        except TimeoutError as exc:
-            raise HostError(
-                "unavailable", "No session host answered; is `manage.py runworker studio-host` running?"
-            ) from exc
-        if not reply.get("ok"):
-            raise HostError(reply.get("code", "error"), reply.get("message", "The session host refused."))
-        return reply.get("result")
-
-    async def state(self, session_id: str) -> HostState:
-        return HostState.from_dict(await self.call("state", session_id))
-
-
-def shard_channel(session_id: str, shards: int) -> str:
-    """The host channel that owns a store (by its main session id): stable, so one worker holds it."""
-    if shards <= 1:
-        return HOST_CHANNEL
-    return f"{HOST_CHANNEL}-{uuid.UUID(session_id).int % shards}"
-
-
-class HostWorkerConsumer(AsyncConsumer):
-    """Worker mode: serves host requests arriving on a ``studio-host`` channel.
-
-    Runs under ``manage.py runworker studio-host`` (or ``studio-host-<k>`` per shard). The work
-    itself runs in the worker's one ``SessionHost`` (leases are background tasks), so a request
-    is answered at once and a long turn never blocks the channel.
-    """
-
-    async def host_request(self, message: dict[str, Any]) -> None:
-        host = get_session_host()
-        reply: dict[str, Any]
-        try:
-            result = await _dispatch(host, message["op"], message["session_id"], message.get("args") or {})
-            reply = {"type": "host.reply", "ok": True, "result": result}
-        except HostError as exc:
-            reply = {"type": "host.reply", "ok": False, "code": exc.code, "message": exc.message}
-        except Exception as exc:
-            log.exception("host request %s failed", message.get("op"))
-            reply = {"type": "host.reply", "ok": False, "code": "error", "message": str(exc)}
-        await self.channel_layer.send(message["reply_to"], reply)
 
 
 _host: SessionHost | None = None
@@ -1260,9 +679,3 @@ def set_session_host(host: SessionHost | None) -> None:
     """Replace the process's host (tests inject one with their own runtime factory)."""
     global _host
     _host = host
-
-
-def get_host_client() -> HostClient:
-    if settings.STUDIO_HOST_MODE == "worker":
-        return ChannelHostClient()
-    return LocalHostClient(get_session_host())

@@ -9,7 +9,10 @@ whenever it opens a session's store and after every run.
 
 agentcore has no public call that reads a closed or foreign-owned store's ledger, so this
 reads the table itself: read-only (``mode=ro``), which in WAL mode never blocks the owner's
-writes and never takes its lock. The table's shape is frozen in schema v1. The Records tab's
+writes and never takes its lock. The table's shape is frozen in schema v1. A PostgreSQL store's
+ledger is read the same way from its ``usage`` table (a plain ``SELECT``: readers never block
+the owner), with the commit's ``seq`` as the position: a commit's rows become visible
+together, so "after seq N" never splits one. The Records tab's
 schema version is read the same way (``meta.schema_version``): the snapshot's ``records``
 do not carry it.
 """
@@ -73,4 +76,22 @@ def read_usage_ledger(store_path: str, after: int = 0) -> list[LedgerRow]:
     for record_id, payload, conversation_id, pos in rows:
         data = json.loads(payload)
         out.append(LedgerRow(str(record_id), data if isinstance(data, dict) else {}, str(conversation_id), int(pos)))
+    return out
+
+
+def read_postgres_usage_ledger(cursor: Any, schema: str, store: str, after: int = 0) -> list[LedgerRow]:
+    """The usage rows of the PostgreSQL store ``store`` after commit ``after`` (``pos`` is the
+    row's commit seq); empty when the schema or the store does not exist yet."""
+    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [f"{schema}.usage"])
+    if not cursor.fetchone()[0]:
+        return []
+    cursor.execute(
+        f"SELECT u.record_id, u.payload, u.conversation_id, u.seq FROM {schema}.usage u "
+        f"JOIN {schema}.stores s ON s.store_id = u.store_id WHERE s.name = %s AND u.seq > %s ORDER BY u.seq, u.idx",
+        [store, after],
+    )
+    out = []
+    for record_id, payload, conversation_id, seq in cursor.fetchall():
+        data = json.loads(payload)
+        out.append(LedgerRow(str(record_id), data if isinstance(data, dict) else {}, str(conversation_id), int(seq)))
     return out

@@ -1,10 +1,11 @@
 """Studio's own records.
 
-The agent store (one SQLite file per session, owned by agentcore) is the truth for the
-conversation. These tables hold what Studio needs around it: which models are registered, who
-owns which session, and the trace Studio observed from run events that the transcript does not
-carry (tool timings, approval history, usage ledger, how each run ended). Usage rows are keyed
-by the runtime's stable ``record_id`` so a replayed report is an upsert, never a double count.
+The agent store (one per main session, owned by agentcore: a SQLite file, or a PostgreSQL store
+with ``STUDIO_DATABASE_URL``) is the truth for the conversation. These tables hold what Studio
+needs around it: which models are registered, who owns which session, which worker holds it
+(worker mode), and the trace Studio observed from run events that the transcript does not carry
+(tool timings, approval history, usage ledger, how each run ended). Usage rows are keyed by the
+runtime's stable ``record_id`` so a replayed report is an upsert, never a double count.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ class SessionKind(models.TextChoices):
     MAIN = "main", "Session"
     FORK = "fork", "Fork"
     SUBAGENT = "subagent", "Subagent"
+
+
+class StoreBackend(models.TextChoices):
+    SQLITE = "sqlite", "SQLite file"
+    POSTGRESQL = "postgresql", "PostgreSQL store"
 
 
 class SessionStatus(models.TextChoices):
@@ -150,6 +156,11 @@ class StudioSession(models.Model):
     effort = models.CharField(max_length=10, choices=Effort.choices, default=Effort.MEDIUM)
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.BUILD)
     status = models.CharField(max_length=10, choices=SessionStatus.choices, default=SessionStatus.IDLE)
+    # Where the store lives: ``sqlite`` (``store_path`` is the file) or ``postgresql`` (the store
+    # named after the main session's id in ``STUDIO_DATABASE_URL``; ``store_path`` is its label,
+    # for display only). Chosen when the session is created, so a Studio switched to PostgreSQL
+    # still opens its older SQLite sessions.
+    store_backend = models.CharField(max_length=12, choices=StoreBackend.choices, default=StoreBackend.SQLITE)
     store_path = models.CharField(max_length=1000)
     created_at = models.DateTimeField(auto_now_add=True)
     last_activity = models.DateTimeField(auto_now_add=True)
@@ -310,3 +321,46 @@ class UsageRecord(models.Model):
             "id",
         )
         constraints = (models.UniqueConstraint(fields=["session", "record_id"], name="studio_usage_unique_record"),)
+
+
+class HostWorker(models.Model):
+    """A live session-host worker process (worker mode): where its requests go and how fresh it is.
+
+    ``id`` is new for every process start (the host's epoch), so a restarted worker never
+    inherits a dead one's leases. ``expires_at`` is renewed with every heartbeat (database
+    time); a worker past it is treated as dead. ``stopping``: a clean shutdown is under way, so
+    no new session is routed to it.
+    """
+
+    id = models.CharField(primary_key=True, max_length=64)
+    channel = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField(default=0)
+    hostname = models.CharField(max_length=255, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(null=True)
+    expires_at = models.DateTimeField(null=True, db_index=True)
+    stopping = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"worker {self.id} (pid {self.pid} on {self.hostname})"
+
+
+class SessionLease(models.Model):
+    """Which worker holds a main session (and so its store and every view of it), until when.
+
+    Claimed with one conditional ``UPDATE`` (free, expired, or already ours), so of two workers
+    racing for the same lease exactly one wins; ``term`` rises with every claim and travels with
+    the holder's pushes, so a page never goes back to an older holder's picture. ``active``:
+    the store has work that must go on (a turn, a queue, a pause, a task): when its holder dies
+    or shuts down, a live worker claims it without waiting for a request.
+    """
+
+    session = models.OneToOneField(StudioSession, primary_key=True, on_delete=models.CASCADE, related_name="lease")
+    worker = models.ForeignKey(HostWorker, null=True, blank=True, on_delete=models.SET_NULL, related_name="leases")
+    expires_at = models.DateTimeField(null=True, db_index=True)
+    term = models.PositiveBigIntegerField(default=0)
+    active = models.BooleanField(default=False)
+    claimed_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"lease of {self.session_id} (term {self.term})"

@@ -8,7 +8,6 @@ so they cannot disagree. The Trace is built from the snapshot (``studio.trace``)
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,7 @@ from studio.models import (
 from studio.trace import code_mode_runs
 
 if TYPE_CHECKING:
-    from studio.hosts import HostState, SessionConfig
+    from studio.host_session import HostState, SessionConfig
 
 #: Settled turns a page shows at first; older ones load on request ("Show earlier").
 CONVERSATION_WINDOW = 40
@@ -132,7 +131,8 @@ def model_choices(model: RegisteredModel) -> list[RegisteredModel]:
 
 def session_config(session_id: str) -> SessionConfig:
     """What the host needs for a view: its store's options (the main session's) and target."""
-    from studio.hosts import SessionConfig
+    from studio.host_session import SessionConfig
+    from studio.stores import location_of
 
     session = StudioSession.objects.select_related("registered_model", "root__registered_model").get(pk=session_id)
     root = session.root or session
@@ -140,7 +140,7 @@ def session_config(session_id: str) -> SessionConfig:
     models = {m.model_id: m.attributes for m in model_choices(model) if m.attributes and not m.is_demo}
     return SessionConfig(
         session_id=str(session.pk),
-        store_path=root.store_path,
+        store=location_of(root),
         workdir=root.workdir,
         permission_policy=root.permission_policy,
         effort=root.effort,
@@ -356,18 +356,21 @@ def _tools_exposed(session: StudioSession) -> list[str]:
     return [*read_tools, "write", "edit", "bash"]
 
 
-def _store_facts(store_path: str) -> dict[str, Any]:
-    from studio.ledger import read_schema_version
+def _store_facts(session: StudioSession) -> dict[str, Any]:
+    """Where the store is (a file, or a PostgreSQL store's URL without password), its size and
+    schema version, read without taking the owner's lock."""
+    from studio.stores import location_of
 
+    location = location_of(session)
     try:
-        size = os.path.getsize(store_path)
-    except OSError:
+        size = location.size()
+    except Exception:
         size = None
     try:
-        schema = read_schema_version(store_path)
+        schema = location.schema_version()
     except Exception:
         schema = None
-    return {"size": size, "schema_version": schema}
+    return {"store_path": location.label, "size": size, "schema_version": schema}
 
 
 def records_context(session: StudioSession, snapshot: dict[str, Any] | None) -> dict[str, Any]:
@@ -382,9 +385,8 @@ def records_context(session: StudioSession, snapshot: dict[str, Any] | None) -> 
             "tools": _tools_exposed(root),
             "permission_policy": root.get_permission_policy_display(),
             "workdir": root.workdir,
-            "store_path": root.store_path,
             "owner": root.owner.get_username(),
-            **_store_facts(root.store_path),
+            **_store_facts(root),
         },
         "sections": sections,
         "runtime_model": sections["model"],
@@ -475,7 +477,7 @@ def _status_of(session: StudioSession, state: HostState) -> tuple[str, str]:
 
 def conversation_context(session: StudioSession, state: HostState) -> dict[str, Any]:
     """The conversation: the newest settled turns (a window) and the live turn."""
-    from studio.hosts import live_prefix
+    from studio.host_session import live_prefix
 
     live = state.live_turn()
     turns = rendering.transcript_turns(state.settled_transcript)
@@ -593,7 +595,7 @@ def render_patch_regions(
     trace: bool,
 ) -> str:
     """A live push: changed blocks of the live turn, and the snapshot-driven regions."""
-    from studio.hosts import live_prefix
+    from studio.host_session import live_prefix
 
     parts: list[str] = []
     live = state.live

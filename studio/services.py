@@ -31,6 +31,7 @@ from studio.models import (
     ToolCall,
     UsageRecord,
 )
+from studio.stores import StoreConfigError, location_of, new_store_location, require_reachable
 
 
 class WorkdirError(ValueError):
@@ -85,7 +86,9 @@ def session_create(
         title=title.strip()[:200],
     )
     session.workdir = resolve_workdir(workdir, str(session.id))
-    session.store_path = str(sessions_dir() / f"{session.id}.sqlite")
+    location = new_store_location(str(session.id))
+    session.store_backend = location.backend
+    session.store_path = location.label
     session.save()
     return session
 
@@ -259,6 +262,7 @@ def fork_create(session_id: str, *, target_id: int) -> str:
             "registered_model_id": root.registered_model_id,
             "workdir": root.workdir,
             "store_path": root.store_path,
+            "store_backend": root.store_backend,
             "permission_policy": root.permission_policy,
             "effort": root.effort,
             "mode": Mode.BUILD,
@@ -279,6 +283,7 @@ def subagent_view(root: StudioSession, target_id: int, label: str) -> StudioSess
             "registered_model_id": root.registered_model_id,
             "workdir": root.workdir,
             "store_path": root.store_path,
+            "store_backend": root.store_backend,
             "permission_policy": root.permission_policy,
             "effort": root.effort,
             "mode": Mode.BUILD,
@@ -489,8 +494,8 @@ def store_export(session_id: str, destination: Path) -> Path:
     holds the store and agentcore exports it directly; its owner lock still decides."""
     from asgiref.sync import async_to_sync
 
-    from agentcore import export_agent_database
-    from studio.hosts import HostError, get_host_client
+    from studio.host_routing import get_host_client
+    from studio.host_session import HostError
 
     try:
         async_to_sync(get_host_client().call)("export", session_id, destination=str(destination))
@@ -501,7 +506,7 @@ def store_export(session_id: str, destination: Path) -> Path:
             raise _store_error(exc) from exc
         session = StudioSession.objects.get(pk=session_id)
         try:
-            export_agent_database(database_path=session.store_path, destination=destination)
+            location_of(session).export(destination)
         except Exception as direct:
             raise _store_error(direct) from direct
     return destination
@@ -518,11 +523,10 @@ def store_import(
 ) -> StudioSession:
     """Install a copy of an exported store (``agentcore.import_agent_database``).
 
-    Into ``session`` when given (a session whose store file was lost: the target must not
-    exist), else into a new session of ``owner``. The source is validated by agentcore.
+    Into ``session`` when given (a session whose store was lost: the target must not exist),
+    else into a new session of ``owner``; a SQLite file or a PostgreSQL store, wherever the
+    session's store lives. The source is validated by agentcore.
     """
-    from agentcore import import_agent_database
-
     source_path = Path(source)
     if not source_path.is_absolute():
         raise StoreAdminError("Give the source as an absolute path on the server.")
@@ -544,16 +548,20 @@ def store_import(
             )
         except WorkdirError as exc:
             raise StoreAdminError(f"Working directory: {exc}") from exc
-    elif Path(session.store_path).exists():
-        raise StoreAdminError(
-            f"“{session}” already has a store at {session.store_path}; an import never overwrites a store."
-        )
+    location = location_of(session)
     try:
-        import_agent_database(source=source_path, database_path=session.store_path)
+        require_reachable(location)
+        if not created and location.exists():
+            raise StoreAdminError(
+                f"“{session}” already has a store at {location.label}; an import never overwrites a store."
+            )
+        location.import_from(source_path)
     except Exception as exc:
         if created:
             session.delete()
-        raise _store_error(exc) from exc
+        if isinstance(exc, StoreAdminError):
+            raise
+        raise (StoreAdminError(str(exc)) if isinstance(exc, StoreConfigError) else _store_error(exc)) from exc
     StudioSession.objects.filter(pk=session.pk).update(
         status=SessionStatus.IDLE, last_activity=timezone.now(), ledger_pos=0
     )
@@ -571,15 +579,16 @@ def store_cancel_offline(session: StudioSession) -> dict[str, list[str]]:
     from agentcore import cancel_agent_conversation
     from studio.extensions import build_registry
 
-    store = Path(session.store_path)
-    if not store.exists():
+    location = location_of(session)
+    try:
+        require_reachable(location)
+    except StoreConfigError as exc:
+        raise StoreAdminError(str(exc)) from exc
+    if not location.exists():
         raise StoreAdminError("This session has no store yet: nothing to cancel.")
-    # Studio's layout is <sessions dir>/<session id>.sqlite; an unusual path is passed as a file.
-    in_layout = store == sessions_dir() / f"{session.pk}.sqlite"
     try:
         result: dict[str, list[str]] = async_to_sync(cancel_agent_conversation)(
-            agent_store_dir=sessions_dir() if in_layout else store,
-            conversation_id=str(session.pk),
+            **location.cancel_options(str(session.pk), sessions_dir()),
             registry=build_registry(settings.STUDIO_EXTENSIONS),  # so extension tasks run their abort
         )
     except Exception as exc:

@@ -18,8 +18,10 @@ the README):
 - ``STUDIO_DATABASE_PATH``: the Studio SQLite file (default ``<data dir>/studio.sqlite3``).
 - ``STUDIO_REDIS_URL``: use the Redis channel layer (needed for scale mode).
 - ``STUDIO_HOST_MODE``: ``inprocess`` (default: runtimes run as asyncio tasks in the web
-  process) or ``worker`` (runtimes run in ``manage.py runworker studio-host…`` processes).
-- ``STUDIO_HOST_SHARDS``: number of host worker channels in worker mode (default 1).
+  process) or ``worker`` (runtimes run in ``manage.py runworker studio-host`` processes, which
+  lease sessions through the database: see the scale-out block at the end).
+- ``STUDIO_DATABASE_URL``: a ``postgresql://`` URL for Studio's tables *and* every session's
+  agent store (default: SQLite files under the data dir).
 """
 
 from __future__ import annotations
@@ -83,9 +85,9 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "studio",  # before channels: its `runworker` (the session-host worker) wins
     "channels",
     "django_htmx",
-    "studio",
 ]
 
 MIDDLEWARE = [
@@ -209,7 +211,6 @@ else:
     }
 
 STUDIO_HOST_MODE = os.environ.get("STUDIO_HOST_MODE", "inprocess")
-STUDIO_HOST_SHARDS = int(os.environ.get("STUDIO_HOST_SHARDS", "1"))
 STUDIO_FLUSH_INTERVAL = float(os.environ.get("STUDIO_FLUSH_INTERVAL", "0.075"))
 STUDIO_RUNTIME_IDLE_SECONDS = float(os.environ.get("STUDIO_RUNTIME_IDLE_SECONDS", "900"))
 # Dotted path of an async factory ``(SessionConfig) -> runtime``; empty = agentcore.create_agent.
@@ -241,6 +242,21 @@ STUDIO_OTLP_ENDPOINT = os.environ.get("STUDIO_OTLP_ENDPOINT", "")
 STUDIO_OTLP_HEADERS = os.environ.get("STUDIO_OTLP_HEADERS", "")  # name=value,name2=value2
 STUDIO_OTLP_SERVICE_NAME = os.environ.get("STUDIO_OTLP_SERVICE_NAME", "agentcore-studio")
 STUDIO_OTLP_CAPTURE_CONTENT = _env_bool("STUDIO_OTLP_CAPTURE_CONTENT", False)  # model output, tool args/results
+
+# --- Scale-out: PostgreSQL and session leases (README "Scaling out") --------------------------
+# One setting puts Studio's own tables and every session's agent store (a PostgreSQL store named
+# after the main session's id) in one database, so any worker can take any session over.
+STUDIO_DATABASE_URL = os.environ.get("STUDIO_DATABASE_URL", "").strip()
+if STUDIO_DATABASE_URL:
+    from studio.database_url import django_database
+
+    DATABASES["default"] = django_database(STUDIO_DATABASE_URL)
+# Worker mode: a session is leased to one live worker for this long and renewed every third of
+# it; a worker that stops renewing (SIGKILL, a frozen process) loses its sessions to a live
+# worker after at most this long plus one sweep (a third of it).
+STUDIO_LEASE_SECONDS = float(os.environ.get("STUDIO_LEASE_SECONDS", "10"))
+# How long a web process waits for a worker's answer before it says no host answered.
+STUDIO_HOST_TIMEOUT = float(os.environ.get("STUDIO_HOST_TIMEOUT", "15"))
 
 # Each record is written once: our loggers do not propagate to the root logger (daphne puts a
 # handler there too), and a refused request (4xx) is one line without a traceback — a denied

@@ -32,7 +32,8 @@ from studio.forms import (
     TaskIdForm,
     parse_answers,
 )
-from studio.hosts import HostError, HostState, get_host_client
+from studio.host_routing import get_host_client
+from studio.host_session import HostError, HostState
 from studio.models import Effort, RegisteredModel, StudioSession
 
 

@@ -117,7 +117,9 @@ def serve_studio(
         "PYTHONPATH": str(ROOT),
         **env_extra,
     }
-    for name in ("STUDIO_REDIS_URL", "STUDIO_HOST_MODE", "STUDIO_DATABASE_PATH", "DJANGO_DEBUG", "STUDIO_HTTPS"):
+    for name in ("STUDIO_REDIS_URL", "STUDIO_HOST_MODE", "STUDIO_DATABASE_PATH", "STUDIO_DATABASE_URL"):
+        env.pop(name, None)
+    for name in ("DJANGO_DEBUG", "STUDIO_HTTPS"):
         env.pop(name, None)
     out = _manage(env, "studio", "--no-serve")
     assert "Log in at" in out

@@ -54,8 +54,20 @@ async def assert_apart(page: Any, selectors: list[str]) -> None:
 
 
 async def assert_inside(page: Any, inner: str, outer: str) -> None:
-    i, o = await page.locator(inner).bounding_box(), await page.locator(outer).bounding_box()
-    assert i and o
+    """``inner`` lies horizontally within ``outer`` (a CSS selector). Both boxes are read in one
+    layout (read one after the other, a drawer still sliding in moved between the two reads), and
+    only from an element still in the page: a live push may swap it out between Playwright
+    finding it and reading it (a detached element measures 0 × 0), so such a read is redone."""
+    for _attempt in range(50):
+        attached, i, o = await page.locator(inner).first.evaluate(
+            """(el, outer) => [el.isConnected, ...[el, document.querySelector(outer)]
+                .map(node => node.getBoundingClientRect()).map(r => ({x: r.x, width: r.width}))]""",
+            outer,
+        )
+        if attached:
+            break
+    assert attached, f"{inner} was swapped out on every read"
+    assert i["width"] > 0 and o["width"] > 0, (inner, i, o)
     assert o["x"] - 0.5 <= i["x"] and i["x"] + i["width"] <= o["x"] + o["width"] + 0.5, (inner, i, o)
 
 

@@ -21,7 +21,8 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from studio import selectors
-from studio.hosts import SessionHost, live_prefix, set_session_host
+from studio.host_session import live_prefix
+from studio.hosts import SessionHost, set_session_host
 from studio.trace import code_mode_runs
 from tests.e2e import extras_model
 from tests.studio.html_parts import element, elements, text

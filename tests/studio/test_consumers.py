@@ -139,3 +139,48 @@ async def test_a_dropped_push_triggers_a_full_rerender(user: Any, make_session: 
     )
     assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
+
+
+async def test_pushes_from_a_holder_that_lost_the_session_are_ignored(
+    user: Any, make_session: Any, host: SessionHost
+) -> None:
+    """Worker mode: a new holder's first push is a full render under a higher lease term; after
+    it, anything from the old holder (a lower term, whatever its epoch or seq) is dropped."""
+    session = await sync_to_async(make_session)(user)
+    communicator, _connected, _ = await _connect(session.pk, user)
+    await communicator.receive_from(timeout=10)
+    await host.wait_idle(str(session.pk))
+    while not await communicator.receive_nothing(timeout=0.2):
+        await communicator.receive_from(timeout=10)
+    layer = get_channel_layer()
+    group = f"session-{session.pk}"
+    new = {"type": "session.push", "epoch": "new-holder", "term": 3, "seq": 1}
+    await layer.group_send(group, {**new, "full": True, "html": "<p>new holder</p>"})
+    assert "new holder" in await communicator.receive_from(timeout=10)
+    old = {"type": "session.push", "epoch": "old-holder", "term": 2}
+    await layer.group_send(group, {**old, "seq": 99, "full": True, "html": "<p>stale full</p>"})
+    await layer.group_send(group, {**old, "seq": 100, "full": False, "html": "<p>stale patch</p>"})
+    assert await communicator.receive_nothing(timeout=0.3)  # no frame, and no re-render either
+    await layer.group_send(group, {**new, "seq": 2, "full": False, "html": "<p>next</p>"})
+    assert "next" in await communicator.receive_from(timeout=10)
+    await communicator.disconnect()
+
+
+async def test_a_full_render_after_a_failed_resync_clears_the_notice(
+    user: Any, make_session: Any, settings: Any
+) -> None:
+    """Worker mode while no worker answers (one being replaced): the page says why; the next
+    holder's full render takes the notice away."""
+    settings.STUDIO_HOST_MODE = "worker"
+    settings.STUDIO_HOST_TIMEOUT = 0.3
+    session = await sync_to_async(make_session)(user)
+    communicator, _connected, _ = await _connect(session.pk, user)
+    first = await communicator.receive_from(timeout=10)
+    assert "No session host answered" in first and 'id="composer-error"' in first
+    layer = get_channel_layer()
+    push = {"type": "session.push", "epoch": "next", "term": 1, "seq": 1, "full": True, "html": "<p>whole</p>"}
+    await layer.group_send(f"session-{session.pk}", push)
+    frame = await communicator.receive_from(timeout=10)
+    assert frame.startswith('<div id="composer-error" hx-swap-oob="true" class="composer-error" role="status"></div>')
+    assert "<p>whole</p>" in frame
+    await communicator.disconnect()

@@ -1,15 +1,15 @@
-"""W7: scale mode — session hosts as channel workers reached over the channel layer.
+"""W7: worker mode — session hosts as channel workers reached over the channel layer.
 
-With Redis, ``manage.py runworker studio-host`` runs ``HostWorkerConsumer`` in its own process.
-Here the same worker runs in-process on the in-memory layer: the request/reply protocol, the
-shard routing and the consumer are the code that runs in production.
+With Redis, ``manage.py runworker studio-host`` runs ``StudioWorker`` in its own process (see
+``tests/e2e/test_scale_redis.py`` and ``tests/e2e/test_failover.py``). Here the same consumer
+runs in-process on the in-memory layer: the request/reply protocol, the routing through the
+lease table and the consumer are the code that runs in production.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from typing import Any
 
 import pytest
@@ -17,18 +17,11 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.routing import ChannelNameRouter
 from channels.worker import Worker
 
-from studio.hosts import HOST_CHANNEL, ChannelHostClient, HostError, HostWorkerConsumer, SessionHost, shard_channel
+from studio.host_routing import HOST_CHANNEL, ChannelHostClient, HostWorkerConsumer
+from studio.hosts import HostError, SessionHost
 from studio.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def test_sessions_are_sharded_stably() -> None:
-    ids = [str(uuid.uuid4()) for _ in range(50)]
-    assert {shard_channel(i, 1) for i in ids} == {HOST_CHANNEL}
-    shards = {shard_channel(i, 3) for i in ids}
-    assert shards <= {f"{HOST_CHANNEL}-{k}" for k in range(3)} and len(shards) > 1
-    assert all(shard_channel(i, 3) == shard_channel(i, 3) for i in ids)
 
 
 async def test_worker_runs_sessions_for_the_web_process(user: Any, make_session: Any, host: SessionHost) -> None:
@@ -43,7 +36,7 @@ async def test_worker_runs_sessions_for_the_web_process(user: Any, make_session:
     task = asyncio.create_task(worker.handle())
     try:
         session = await sync_to_async(make_session)(user)
-        client = ChannelHostClient(layer, shards=1)
+        client = ChannelHostClient(layer)  # no worker registered: the shared channel
         sent = await client.call("prompt", str(session.pk), prompt="hello there", agent="build")
         request_id = sent["request_id"]
         await host.wait_idle(str(session.pk))
@@ -64,7 +57,97 @@ async def test_no_worker_gives_a_clear_error(user: Any, make_session: Any) -> No
     from asgiref.sync import sync_to_async
 
     session = await sync_to_async(make_session)(user)
-    client = ChannelHostClient(InMemoryChannelLayer(), shards=1, timeout=0.2)
+    client = ChannelHostClient(InMemoryChannelLayer(), timeout=0.2)
     with pytest.raises(HostError) as err:
         await client.state(str(session.pk))
     assert err.value.code == "unavailable"
+
+
+async def test_release_and_export_need_no_worker_when_nobody_holds_the_session(user: Any, make_session: Any) -> None:
+    """Only a holder has the store open: with none, ``release`` is a no-op (nothing is claimed
+    just to let go of it) and ``export`` is the caller's to do directly."""
+    from asgiref.sync import sync_to_async
+
+    from studio.models import SessionLease
+
+    session = await sync_to_async(make_session)(user)
+    client = ChannelHostClient(InMemoryChannelLayer(), timeout=0.2)
+    assert await client.call("release", str(session.pk)) is False
+    with pytest.raises(HostError) as err:
+        await client.call("export", str(session.pk), destination="/nowhere.sqlite")
+    assert err.value.code == "unavailable"
+    assert not await SessionLease.objects.filter(session_id=session.pk).aexists()
+
+
+@pytest.fixture
+def redis_url(tmp_path: Any) -> Any:
+    """A private redis-server (Debian's, as in production) on a free loopback port."""
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        ["/usr/bin/redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        while True:  # until it accepts (or fail at once if it died)
+            assert server.poll() is None, "redis-server exited"
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(timeout=0.02)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.django_db(transaction=False)
+async def test_no_reply_is_lost_while_the_client_checks_on_its_worker_between_slices(redis_url: str) -> None:
+    """W7: the web process waits for a worker's reply in short slices (checking between them
+    that the worker still lives). Hundreds of requests over real Redis, 80 in flight at a time,
+    each answered after a random few milliseconds, with slices far shorter than that: every one
+    gets its reply. (Cancelling the receive at each slice's end lost replies that arrived just
+    then.)"""
+    import random
+
+    from channels_redis.core import RedisChannelLayer
+
+    client_layer = RedisChannelLayer(hosts=[redis_url], capacity=5000)
+    worker_layer = RedisChannelLayer(hosts=[redis_url], capacity=5000)
+    client = ChannelHostClient(client_layer, timeout=5, slice_seconds=0.001)
+    count = 400
+
+    async def answer(message: dict[str, Any]) -> None:
+        await asyncio.sleep(random.uniform(0, 0.03))  # a worker's work: replies land at any moment
+        await worker_layer.send(message["reply_to"], {"ok": True, "result": message["args"]["n"]})
+
+    async def worker() -> None:
+        pending = set()
+        while True:
+            message = await worker_layer.receive(HOST_CHANNEL)
+            task = asyncio.create_task(answer(message))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+    serving = asyncio.create_task(worker())
+    try:
+        requests = [{"op": "ping", "session_id": "", "args": {"n": n}} for n in range(count)]
+        in_flight = asyncio.Semaphore(80)  # what one web process has outstanding under load
+
+        async def ask(request: dict[str, Any]) -> Any:
+            async with in_flight:
+                return await client._send_and_wait(HOST_CHANNEL, request)
+
+        results = await asyncio.gather(*(ask(r) for r in requests), return_exceptions=True)
+    finally:
+        serving.cancel()
+        with contextlib.suppress(BaseException):  # cancelled, or a read timeout while idle: either way done
+            await serving
+        await client_layer.close_pools()
+        await worker_layer.close_pools()
+    lost = [n for n, result in enumerate(results) if result != n]
+    assert not lost, f"{len(lost)} of {count} replies never arrived: {results[lost[0]]!r}"

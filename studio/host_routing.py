@@ -1,0 +1,287 @@
+"""Reaching the session host: in this process, or in the worker that holds the session.
+
+``inprocess`` (default): the host runs in the daphne process and a call is a plain await
+(``LocalHostClient``). ``worker``: hosts run in ``manage.py runworker studio-host`` processes
+on the Redis channel layer, and a call is a request/reply message (``ChannelHostClient``):
+
+- **Routing.** A request for a session goes to the request channel of the live worker that
+  holds its *main* session's lease (``studio.leases``), so every view of a store reaches the one
+  process that owns it. With no live holder it goes to one of the least loaded live workers,
+  which claims the lease itself; with no worker registered at all, to the shared
+  ``studio-host`` channel every worker also consumes. A worker that finds the session held
+  elsewhere answers ``moved`` with the holder's channel and the client follows (a few hops).
+- **A holder that dies mid-request.** The client waits in short slices and checks between them
+  that its worker is still live; if it is not, a read (``state``) is sent again to the new
+  route, and a command is refused with ``unavailable`` (it may or may not have been applied:
+  the page re-renders from the new holder's state and the person can see which).
+- **The worker process** (``StudioWorker``, what ``runworker`` runs here): registers itself with
+  a heartbeat and a request channel of its own, answers each request in a task of its own (a
+  slow store open never holds up other sessions' requests), sweeps for sessions to take over,
+  and on SIGTERM/SIGINT shuts down cleanly — runtimes closed, leases released at once, the
+  other workers told to sweep now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import os
+import signal
+import time
+import uuid
+from typing import Any, ClassVar, Protocol
+
+from channels.consumer import AsyncConsumer
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from channels.worker import Worker
+from django.conf import settings
+
+from studio import leases, selectors
+from studio.host_session import HostError, HostState
+from studio.hosts import SessionHost, get_session_host, set_session_host
+
+log = logging.getLogger("studio.hosts")
+
+HOST_CHANNEL = "studio-host"
+#: Operations that only read: safe to send again when the worker handling them died.
+READS = {"state", "ping"}
+
+
+class HostClient(Protocol):
+    async def call(self, op: str, session_id: str, **args: Any) -> Any: ...
+
+    async def state(self, session_id: str) -> HostState: ...
+
+
+_OPS = {
+    "prompt",
+    "withdraw",
+    "promote",
+    "stop",
+    "cancel_task",
+    "resume_plan",
+    "answer",
+    "fork",
+    "reset",
+    "configure",
+    "start_task",
+    "release",
+    "export",
+}
+
+
+async def _dispatch(host: SessionHost, op: str, session_id: str, args: dict[str, Any]) -> Any:
+    if op == "ping":  # which process this is (health checks, tests)
+        keeper = host.leases
+        return {"pid": os.getpid(), "epoch": host.epoch, "worker": getattr(keeper, "worker_id", "")}
+    if op == "state":
+        return (await host.state(session_id)).to_dict()
+    if op in _OPS:
+        return await getattr(host, op)(session_id, **args)
+    raise HostError("unknown_op", f"unknown host operation {op!r}")
+
+
+class LocalHostClient:
+    """In-process mode: the host lives in this event loop; calls are plain awaits."""
+
+    def __init__(self, host: SessionHost) -> None:
+        self.host = host
+
+    async def call(self, op: str, session_id: str, **args: Any) -> Any:
+        return await _dispatch(self.host, op, str(session_id), args)
+
+    async def state(self, session_id: str) -> HostState:
+        return await self.host.state(str(session_id))
+
+
+class ChannelHostClient:
+    """Worker mode: request/reply over the channel layer to the worker holding the session."""
+
+    def __init__(self, channel_layer: Any = None, *, timeout: float | None = None, slice_seconds: float = 1.0) -> None:
+        self._layer = channel_layer
+        self.timeout = settings.STUDIO_HOST_TIMEOUT if timeout is None else timeout
+        self.slice_seconds = slice_seconds
+
+    @property
+    def layer(self) -> Any:
+        if self._layer is None:
+            self._layer = get_channel_layer()
+        return self._layer
+
+    async def call(self, op: str, session_id: str, **args: Any) -> Any:
+        root_id = await database_sync_to_async(selectors.root_of)(str(session_id))
+        if op in ("release", "export"):
+            # Only the holder has the store open; with none, nobody needs to let go of it
+            # (release) and the caller works on the store directly (export).
+            holder = await database_sync_to_async(leases.holder_channel)(root_id)
+            if holder is None:
+                if op == "release":
+                    return False
+                raise HostError("unavailable", "No worker holds this session.")
+            return await self._ask(holder, op, str(session_id), args, root_id, follow=False)
+        return await self._ask(None, op, str(session_id), args, root_id, follow=True)
+
+    async def state(self, session_id: str) -> HostState:
+        return HostState.from_dict(await self.call("state", session_id))
+
+    async def ping(self, channel: str) -> dict[str, Any]:
+        """Ask one worker (by its request channel) who it is."""
+        result: dict[str, Any] = await self._send_and_wait(channel, {"op": "ping", "session_id": "", "args": {}})
+        return result
+
+    async def _ask(
+        self, channel: str | None, op: str, session_id: str, args: dict[str, Any], root_id: str, *, follow: bool
+    ) -> Any:
+        deadline = time.monotonic() + self.timeout
+        request = {"op": op, "session_id": session_id, "args": args}
+        for _hop in range(4):
+            target = channel or await database_sync_to_async(leases.route)(root_id) or HOST_CHANNEL
+            try:
+                return await self._send_and_wait(target, request, deadline=deadline)
+            except _Moved as moved:
+                channel = moved.holder or None  # the holder it named, or a fresh route
+            except _WorkerGone as gone:
+                if op not in READS or not follow:
+                    raise HostError(
+                        "unavailable",
+                        "The worker running this session stopped while handling the request; "
+                        "another worker is taking the session over: check the page, then try again.",
+                    ) from gone
+                channel = None
+            if not follow:
+                break
+        raise HostError("unavailable", "The session is moving between workers; try again in a moment.")
+
+    async def _send_and_wait(self, channel: str, request: dict[str, Any], *, deadline: float | None = None) -> Any:
+        deadline = deadline if deadline is not None else time.monotonic() + self.timeout
+        reply_to = await self.layer.new_channel()
+        await self.layer.send(channel, {"type": "host.request", "reply_to": reply_to, **request})
+        # One receive for the whole wait, never cancelled between slices: channels_redis drops a
+        # message that reaches a receive() at the moment it is cancelled, so a per-slice timeout
+        # on the receive itself loses a reply now and then under load.
+        receiving = asyncio.ensure_future(self.layer.receive(reply_to))
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise HostError(
+                        "unavailable", "No session host answered; is `manage.py runworker studio-host` running?"
+                    )
+                done, _ = await asyncio.wait({receiving}, timeout=min(left, self.slice_seconds))
+                if done:
+                    reply = receiving.result()
+                    break
+                if channel != HOST_CHANNEL and not await database_sync_to_async(leases.worker_alive)(channel):
+                    raise _WorkerGone(channel)
+        finally:
+            if not receiving.done():
+                receiving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await receiving
+        if not reply.get("ok"):
+            if reply.get("code") == "moved":
+                raise _Moved(str(reply.get("message") or ""))
+            raise HostError(reply.get("code", "error"), reply.get("message", "The session host refused."))
+        return reply.get("result")
+
+
+class _Moved(Exception):
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
+
+
+class _WorkerGone(Exception):
+    pass
+
+
+class HostWorkerConsumer(AsyncConsumer):
+    """Worker mode: serves host requests arriving on the worker's channels.
+
+    Each request is answered in a task of its own (in a fresh context: asgiref's thread-bound
+    executor refuses concurrent calls from one context), so a slow one — opening a big store —
+    never holds up the others; the work itself runs in the process's one ``SessionHost``.
+    """
+
+    _pending: ClassVar[set[asyncio.Task[None]]] = set()
+
+    async def host_request(self, message: dict[str, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._answer(message), context=contextvars.Context())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def host_sweep(self, message: dict[str, Any]) -> None:
+        """A peer shut down and released its sessions: look for work to take over now."""
+        keeper = get_session_host().leases
+        if isinstance(keeper, leases.LeaseKeeper):
+            keeper.sweep_soon()
+
+    async def _answer(self, message: dict[str, Any]) -> None:
+        reply: dict[str, Any]
+        try:
+            result = await _dispatch(
+                get_session_host(), message["op"], message["session_id"], message.get("args") or {}
+            )
+            reply = {"type": "host.reply", "ok": True, "result": result}
+        except HostError as exc:
+            reply = {"type": "host.reply", "ok": False, "code": exc.code, "message": exc.message}
+        except Exception as exc:
+            log.exception("host request %s failed", message.get("op"))
+            reply = {"type": "host.reply", "ok": False, "code": "error", "message": str(exc)}
+        await get_channel_layer().send(message["reply_to"], reply)
+
+
+class StudioWorker(Worker):
+    """``manage.py runworker studio-host``: a session-host worker that leases its sessions.
+
+    Any other channel list runs as channels' plain ``Worker``.
+    """
+
+    own_channel = ""
+
+    async def handle(self) -> None:
+        if HOST_CHANNEL not in self.channels:
+            await super().handle()
+            return
+        layer = self.channel_layer
+        self.own_channel = await layer.new_channel()
+        worker_id = uuid.uuid4().hex
+        keeper = leases.LeaseKeeper(worker_id, self.own_channel, settings.STUDIO_LEASE_SECONDS, get_session_host)
+        set_session_host(SessionHost(channel_layer=layer, leases=keeper))
+        await keeper.start()
+        self.channels = [*self.channels, self.own_channel]
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        listening = loop.create_task(super().handle())
+        stopped = loop.create_task(stop.wait())
+        await asyncio.wait({listening, stopped}, return_when=asyncio.FIRST_COMPLETED)
+
+        async def notify(channels: list[str]) -> None:
+            for channel in channels:
+                await layer.send(channel, {"type": "host.sweep"})
+
+        await keeper.shutdown(notify)
+        listening.cancel()
+        with contextlib.suppress(BaseException):
+            await listening
+
+    async def listener(self, channel: str) -> None:
+        if channel != self.own_channel:
+            await super().listener(channel)
+            return
+        # The worker's own channel has a name made up at start: route it like the shared one.
+        scope = {"type": "channel", "channel": HOST_CHANNEL}
+        while True:
+            message = await self.channel_layer.receive(channel)
+            await self.get_or_create_application_instance(channel, scope).put(message)
+
+
+def get_host_client() -> HostClient:
+    if settings.STUDIO_HOST_MODE == "worker":
+        return ChannelHostClient()
+    return LocalHostClient(get_session_host())
