@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -61,11 +62,21 @@ class Publisher:
         )
 
     async def flush_loop(self, hs: HostedSession) -> None:
-        """Batch changes: at most one push per view and flush interval, never deltas."""
+        """Batch changes: at most one push per view and flush interval, never deltas.
+
+        The window is leading-edge: a change after a quiet interval is pushed at once (the
+        first token of an answer does not wait a whole window), and changes that come while a
+        window is open go out together when it closes.
+        """
+        loop = asyncio.get_running_loop()
+        last_push = -math.inf
         while not hs.closing:
             await hs.dirty.wait()
-            await asyncio.sleep(self.interval)
+            wait = last_push + self.interval - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)  # rate limit, not synchronisation: the window's rest
             hs.dirty.clear()
+            last_push = loop.time()
             for view in list(hs.views.values()):
                 if hs.lost:
                     return  # the new holder publishes now

@@ -3,6 +3,7 @@ and questions, queues follow-ups, stops, records usage."""
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
 from typing import Any
 
@@ -249,3 +250,33 @@ async def test_one_demo_server_serves_every_demo_session_of_a_host(
     assert all(lock_path_for(s.store_path).exists() for s in sessions)
     assert await host.release(str(sessions[0].pk)) is True  # an idle session lets go of its store
     assert await host.release(str(sessions[0].pk)) is False
+
+
+async def test_the_first_change_after_a_quiet_window_is_pushed_at_once(user: Any, make_session: Any) -> None:
+    """#17: the push window is leading-edge. With a one-minute window, the first change of a
+    quiet session (here: the prompt that opens it) is still pushed at once — the window only
+    holds the changes that come while it is open — so the first token of an answer after a
+    pause never waits a whole window (trailing-edge, this push took the full minute)."""
+    from channels.layers import get_channel_layer
+
+    from agentcore.testing.fake_server import FakeProviderServer
+    from studio.hosts import set_session_host
+    from tests.studio.fakes import Gate, gated_factory, responder
+
+    server = FakeProviderServer(responder=responder).start_in_thread()
+    gate = Gate()
+    host = SessionHost(runtime_factory=gated_factory(server, gate), flush_interval=60)
+    set_session_host(host)
+    try:
+        session = await _session(make_session, user)
+        layer = get_channel_layer()
+        watcher = await layer.new_channel()
+        await layer.group_add(f"session-{session.pk}", watcher)
+        await host.prompt(str(session.pk), prompt="HOLD a long answer", agent="build")
+        push = await asyncio.wait_for(layer.receive(watcher), timeout=20)  # a bound, far below the window
+        assert push["type"] == "session.push" and 'id="session-status"' in push["html"]
+    finally:
+        gate.release()
+        await host.close()
+        set_session_host(None)
+        server.stop_in_thread()
