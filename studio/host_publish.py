@@ -20,7 +20,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from studio import selectors
-from studio.host_session import RUNNING_STATUSES, HostedSession, HostState, View, context_usage, wake
+from studio.host_session import RUNNING_STATUSES, HostedSession, HostState, View, context_usage, notify
 from studio.live import LiveBlock
 
 log = logging.getLogger("studio.hosts")
@@ -64,29 +64,37 @@ class Publisher:
     async def flush_loop(self, hs: HostedSession) -> None:
         """Batch changes: at most one push per view and flush interval, never deltas.
 
-        The window is leading-edge: a change after a quiet interval is pushed at once (the
-        first token of an answer does not wait a whole window), and changes that come while a
-        window is open go out together when it closes.
+        The window is leading-edge and opened by streamed text only: a change after a quiet
+        interval is pushed at once, and changes that come while a window is open go out together
+        when it closes. A turn's opening render (its live block, before any text) opens no
+        window, so the first token of an answer follows it at once instead of a window later.
         """
         loop = asyncio.get_running_loop()
-        last_push = -math.inf
+        last_text = -math.inf
         while not hs.closing:
             await hs.dirty.wait()
-            wait = last_push + self.interval - loop.time()
+            wait = last_text + self.interval - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)  # rate limit, not synchronisation: the window's rest
             hs.dirty.clear()
-            last_push = loop.time()
-            for view in list(hs.views.values()):
-                if hs.lost:
-                    return  # the new holder publishes now
-                try:
-                    await self.flush(hs, view)
-                except Exception:
-                    log.exception("flush failed for session %s", view.view_id)
-            wake(hs)
+            started = loop.time()
+            hs.flushing = True
+            try:
+                for view in list(hs.views.values()):
+                    if hs.lost:
+                        return  # the new holder publishes now
+                    try:
+                        if await self.flush(hs, view):
+                            last_text = started
+                    except Exception:
+                        log.exception("flush failed for session %s", view.view_id)
+            finally:
+                hs.flushing = False
+            notify(hs)
 
-    async def flush(self, hs: HostedSession, view: View) -> None:
+    async def flush(self, hs: HostedSession, view: View) -> bool:
+        """Push what changed in ``view``; True when the push carried live text (a patch of the
+        live turn's blocks), which is what the flush window rate-limits."""
         ctx = hs.contexts.get(view.target_id)
         live = ctx.live if ctx is not None else None
         if view.full:
@@ -97,7 +105,7 @@ class Publisher:
             state = self.state(hs, view)
             html = await database_sync_to_async(selectors.render_full_regions)(view.view_id, state)
             await self.send(hs, view, state.seq, full=True, html=html)
-            return
+            return False
         added: list[LiveBlock] = []
         changed: list[LiveBlock] = []
         ring = False
@@ -105,7 +113,7 @@ class Publisher:
             added, changed, ring, trace_changed = live.take_changes()
             view.trace = view.trace or trace_changed
         if not (added or changed or ring or view.controls or view.trace):
-            return
+            return False
         controls, trace = view.controls, view.trace
         view.controls = view.trace = False
         view.seq += 1
@@ -114,6 +122,7 @@ class Publisher:
             view.view_id, state, added=added, changed=changed, ring=ring, controls=controls, trace=trace
         )
         await self.send(hs, view, state.seq, full=False, html=html)
+        return bool(added or changed)
 
     async def send(self, hs: HostedSession, view: View, seq: int, *, full: bool, html: str) -> None:
         if hs.lost:

@@ -205,6 +205,7 @@ class HostedSession:
     run_job: RunJob | None = None
     in_run: bool = False
     folding: bool = False  # the lease is in the middle of folding one event
+    flushing: bool = False  # the flush loop is rendering or sending a push
     closing: bool = False
     last_used: float = field(default_factory=time.monotonic)
     waiters: set[asyncio.Future[None]] = field(default_factory=set)  # wait_idle / wait_quiet
@@ -339,7 +340,14 @@ def touch(
 
 
 def wake(hs: HostedSession) -> None:
+    """Something changed: the flush loop pushes it, and whoever waits in ``changed`` looks."""
     hs.dirty.set()
+    notify(hs)
+
+
+def notify(hs: HostedSession) -> None:
+    """Wake whoever waits in ``changed`` (a flush went out) without asking for another flush:
+    setting ``dirty`` here kept an idle session's flush loop turning once per window forever."""
     for waiter in list(hs.waiters):
         if not waiter.done():
             waiter.set_result(None)

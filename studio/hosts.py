@@ -300,7 +300,7 @@ class SessionHost:
         """
         hs, view = await self._view(view_id)
         while True:
-            if hs.settled(view.target_id) and not hs.in_run:
+            if hs.settled(view.target_id) and not hs.in_run and not hs.flushing:
                 if not view.full and not view.trace and not view.controls:
                     return
             await changed(hs)
