@@ -50,8 +50,7 @@ class Publisher:
             epoch=self.epoch,
             seq=view.seq,
             running=live is not None
-            or context.get("status") in RUNNING_STATUSES
-            or (hs.in_run and view.target_id == 0),
+            or context.get("status") in RUNNING_STATUSES,
             transcript=messages,
             base_len=ctx.settled_len(messages) if ctx is not None and live is not None and transcript else None,
             live=live.to_dict() if live is not None else None,

@@ -178,14 +178,6 @@ class View:
 
 
 @dataclass(slots=True)
-class RunJob:
-    """A plan-mode prompt waiting for the lease to run it with ``runtime.run``."""
-
-    agent_input: Any
-    started: asyncio.Future[None]
-
-
-@dataclass(slots=True)
 class HostedSession:
     """One open store: its runtime, the lease that drives it, its views."""
 
@@ -202,8 +194,6 @@ class HostedSession:
     prompts: dict[str, str] = field(default_factory=dict)  # request id → prompt text (turn starts)
     withdrawn: set[str] = field(default_factory=set)
     queued_steers: dict[int, dict[str, str]] = field(default_factory=dict)  # target → input id → prompt
-    run_job: RunJob | None = None
-    in_run: bool = False
     folding: bool = False  # the lease is in the middle of folding one event
     flushing: bool = False  # the flush loop is rendering or sending a push
     closing: bool = False
@@ -261,7 +251,7 @@ class HostedSession:
     def writing(self) -> bool:
         """A turn of some conversation is running or about to (a pause, a sleeping timer and
         other durable state survive closing the runtime; a turn in flight should not be cut)."""
-        if self.in_run or any(ctx.live is not None for ctx in self.contexts.values()):
+        if any(ctx.live is not None for ctx in self.contexts.values()):
             return True
         return any(c.get("status") in RUNNING_STATUSES for c in (self.snapshot or {}).get("contexts", []))
 

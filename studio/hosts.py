@@ -10,10 +10,9 @@ browsers only *watch* them through channel-layer groups ``session-<view id>``.
 long as the store is open. Everything a person does is a session command — a prompt is ``submit``
 (queued as a follow-up while the agent is busy, never refused), Stop is ``cancel``, a plan
 decision or answers are ``resume``, and fork, reset, configure, withdraw, promote and task
-cancels are commands too. The one exception is a *plan-mode* prompt: session commands carry no
-agent mode, so an idle session runs it as ``runtime.run(AgentInput(agent="plan"))`` — the lease
-task for that moment — and goes back to ``serve()`` when it returns. The Trace renders the
-``session`` events' snapshots, never Studio's own guesses.
+cancels are commands too; a plan-mode prompt is a ``submit`` with ``agent: "plan"`` (queued
+like any follow-up while the agent works). The Trace renders the ``session`` events'
+snapshots, never Studio's own guesses.
 
 **Views.** One store holds several conversations (the runtime's ``target_id``): the main one,
 forks and subagents. Each is shown as its own page (a ``StudioSession`` row whose ``root`` is
@@ -51,7 +50,6 @@ from studio.host_session import (
     HostedSession,
     HostError,
     HostState,
-    RunJob,
     RuntimeFactory,
     SessionConfig,
     SessionLeases,
@@ -141,8 +139,8 @@ class SessionHost:
         """Send a prompt: a new turn when idle, a queued follow-up (or a steer) when busy.
 
         Returns ``{"request_id", "status"}`` with status ``accepted`` (a turn starts now) or
-        ``queued``. A plan-mode prompt needs the conversation idle (commands carry no agent
-        mode): busy, it is refused with ``busy`` and a message saying so.
+        ``queued``. A plan-mode prompt is a ``submit`` with ``agent: "plan"``: it starts a turn of
+        its own, so while the agent works it is queued as a follow-up (it cannot steer).
         """
         hs, view = await self._writable_view(view_id)
         request_id = uuid.uuid4().hex
@@ -150,29 +148,24 @@ class SessionHost:
             pending = await database_sync_to_async(selectors.pending_run)(view.view_id)
             if pending is not None:
                 raise HostError("waiting", "Answer the pending review or question first.")
-            hs.prompts[request_id] = prompt
+            command: dict[str, Any] = {"type": "submit", "prompt": prompt, "mode": mode}
             if agent == "plan":
                 if view.target_id != 0:
                     raise HostError("plan_main_only", "Plan mode works in the main conversation; send in Build mode.")
-                if hs.busy(view.target_id) or hs.in_run:
+                if mode == "steer":
                     raise HostError(
-                        "busy",
-                        "Plan mode starts a new turn, so it needs the agent idle. Wait until it finishes, "
-                        "or send in Build mode to queue your message.",
+                        "plan_steer",
+                        "A plan-mode message starts a turn of its own, so it cannot join the running one: "
+                        "queue it, or send it in Build mode to steer.",
                     )
-                await database_sync_to_async(services.run_submitted)(
-                    view.view_id, request_id=request_id, prompt=prompt, agent="plan", status="running"
-                )
-                await self._run_plan(hs, request_id, prompt)
-                return {"request_id": request_id, "status": "accepted"}
-            receipt = await self._control(
-                hs, {"type": "submit", "prompt": prompt, "mode": mode}, view, request_id=request_id
-            )
+                command["agent"] = "plan"
+            hs.prompts[request_id] = prompt
+            receipt = await self._control(hs, command, view, request_id=request_id)
             status = "running" if receipt.get("status") == "accepted" else "queued"
             if mode == "steer" and status == "queued":
                 hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
             await database_sync_to_async(services.run_submitted)(
-                view.view_id, request_id=request_id, prompt=prompt, agent="build", status=status, mode=mode
+                view.view_id, request_id=request_id, prompt=prompt, agent=agent, status=status, mode=mode
             )
             touch(hs, view, controls=True)
             return {"request_id": request_id, "status": str(receipt.get("status"))}
@@ -300,7 +293,7 @@ class SessionHost:
         """
         hs, view = await self._view(view_id)
         while True:
-            if hs.settled(view.target_id) and not hs.in_run and not hs.flushing:
+            if hs.settled(view.target_id) and not hs.flushing:
                 if not view.full and not view.trace and not view.controls:
                     return
             await changed(hs)
@@ -314,7 +307,7 @@ class SessionHost:
     async def wait_quiet(self, view_id: str) -> None:
         """Wait until nothing at all runs in the store (turns, queues, background tasks)."""
         hs, _view = await self._view(view_id)
-        while not (hs.quiet() and not hs.in_run):
+        while not hs.quiet():
             await changed(hs)
 
     async def release(self, view_id: str) -> bool:
@@ -390,7 +383,7 @@ class SessionHost:
         """Every open session and whether it has work that must go on (a turn, a queue, a
         pause, a task or timer): what a lease renewal records, so a dead holder's active
         sessions are taken over at once and its idle ones only when someone asks."""
-        return {root_id: hs.in_run or not hs.quiet() for root_id, hs in self._sessions.items() if not hs.lost}
+        return {root_id: not hs.quiet() for root_id, hs in self._sessions.items() if not hs.lost}
 
     async def adopt(self, root_id: str) -> None:
         """Open a session this worker just claimed (its holder died or shut down): the lease task
@@ -530,7 +523,7 @@ class SessionHost:
         nothing runs — a sleeping timer keeps its store open, so it fires on time."""
         now = time.monotonic()
         for root_id, hs in list(self._sessions.items()):
-            if root_id != keep and hs.quiet() and not hs.in_run and now - hs.last_used > self._idle:
+            if root_id != keep and hs.quiet() and now - hs.last_used > self._idle:
                 await self._forget(hs, active=False)
 
     async def _forget(self, hs: HostedSession, *, active: bool) -> None:
@@ -544,23 +537,15 @@ class SessionHost:
     # -- the lease: driving the runtime and folding its events -----------------------------------
 
     async def _lease(self, hs: HostedSession) -> None:
-        """Hold the runtime: ``serve()`` normally, ``run()`` for a plan-mode prompt."""
+        """Hold the runtime with ``serve()``: every prompt, decision and control is a command."""
         host = agent_host()
         while not hs.closing:
-            job, hs.run_job = hs.run_job, None
-            stream: AsyncIterator[Any]
-            if job is not None:
-                hs.in_run = True
-                stream = hs.runtime.run(job.agent_input, host)
-            else:
-                stream = hs.runtime.serve(host)
+            stream: AsyncIterator[Any] = hs.runtime.serve(host)
             started = time.monotonic()
             try:
                 async with contextlib.aclosing(stream):  # type: ignore[type-var]
                     async for raw in stream:
                         hs.ready.set()
-                        if job is not None and not job.started.done():
-                            job.started.set_result(None)
                         hs.folding = True
                         try:
                             await fold_event(hs, event_dict(raw))
@@ -570,49 +555,23 @@ class SessionHost:
                             hs.folding = False
                             wake(hs)
                         if self.leases is not None:
-                            self.leases.note_activity(hs.root_id, hs.in_run or not hs.quiet())
+                            self.leases.note_activity(hs.root_id, not hs.quiet())
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                handed = job is not None and not job.started.done()
-                if job is not None and handed:
-                    job.started.set_exception(exc)  # the plan prompt's caller reports it
                 if store_lost(exc):
                     # This process can no longer write the store (fenced, or its connection and
                     # owner lease are gone): serving again would fail the same way forever.
                     await self.drop(hs.root_id, f"the store refused this owner: {store_code(exc)}")
                     return
-                if not handed:
-                    # A turn that fails ends in the store (its end event was folded above) and the
-                    # session stays usable: hold it again.
-                    log.warning("session %s: the lease ended with %s: %s", hs.root_id, type(exc).__name__, exc)
-                    if time.monotonic() - started < 1.0:
-                        await asyncio.sleep(1.0)  # a failure at once again: do not spin
+                # A turn that fails ends in the store (its end event was folded above) and the
+                # session stays usable: hold it again.
+                log.warning("session %s: the lease ended with %s: %s", hs.root_id, type(exc).__name__, exc)
+                if time.monotonic() - started < 1.0:
+                    await asyncio.sleep(1.0)  # a failure at once again: do not spin
             finally:
                 hs.ready.clear()
-                hs.in_run = False
                 wake(hs)
-
-    async def _run_plan(self, hs: HostedSession, request_id: str, prompt: str) -> None:
-        """Run a plan-mode prompt through ``runtime.run`` (the lease switches for it)."""
-        from agentcore.inputs import AgentInput
-
-        job = RunJob(
-            AgentInput(prompt=prompt, request_id=request_id, agent="plan"), asyncio.get_running_loop().create_future()
-        )
-        hs.run_job = job
-        hs.runtime.stop_serving()
-        try:
-            await job.started
-        except Exception as exc:
-            await database_sync_to_async(services.run_end)(
-                self._view_id(hs, 0),
-                request_id,
-                status="failed",
-                error_code=str(getattr(exc, "code", "run_failed")),
-                error=str(getattr(exc, "message", None) or exc),
-            )
-            raise host_error(exc) from exc
 
     async def _paused_run(self, hs: HostedSession, view: View, kind: str) -> dict[str, Any]:
         run = await database_sync_to_async(selectors.pending_run)(view.view_id)

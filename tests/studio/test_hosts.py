@@ -56,15 +56,29 @@ async def test_a_prompt_while_busy_is_queued_not_refused(user: Any, make_session
     assert [q["prompt"] for q in state.context()["queue"]] == ["and then this"]
     run = await Run.objects.aget(session=session, request_id=second["request_id"])
     assert run.status == "queued"
-    with pytest.raises(HostError) as err:  # plan mode starts a turn of its own: not while busy
-        await host.prompt(sid, prompt="plan something", agent="plan")
-    assert err.value.code == "busy" and "idle" in err.value.message
+    with pytest.raises(HostError) as err:  # plan mode starts a turn of its own: it cannot steer
+        await host.prompt(sid, prompt="plan something", agent="plan", mode="steer")
+    assert err.value.code == "plan_steer"
+    third = await host.prompt(sid, prompt="plan something", agent="plan")
+    assert third["status"] == "queued", "a plan-mode message queues too (a submit with agent plan)"
+    queue = (await host.state(sid)).context()["queue"]
+    assert [(q["prompt"], q.get("agent")) for q in queue] == [("and then this", None), ("plan something", "plan")]
+    plan_run = await Run.objects.aget(session=session, request_id=third["request_id"])
+    assert (plan_run.status, plan_run.agent) == ("queued", "plan")
+    html = await sync_to_async(selectors.render_full_regions)(sid, await host.state(sid))
+    chip = html[html.index(f'data-input-id="{third["request_id"]}"') :]
+    chip = chip[: chip.index("</div>")]
+    assert "plan · queued" in chip and "promote-button" not in chip, "a plan-mode input cannot be promoted"
     gate.release()
     await host.wait_idle(sid)
     runs = {r.request_id: r.status async for r in Run.objects.filter(session=session)}
     assert runs[first["request_id"]] == runs[second["request_id"]] == "completed"
     users = [m for m in (await host.state(sid)).transcript if m["role"] == "user"]
-    assert [m["content"][0]["text"] for m in users] == ["HOLD one", "and then this"]
+    assert [m["content"][0]["text"] for m in users][:2] == ["HOLD one", "and then this"]
+    assert runs[third["request_id"]] == "paused", "the queued plan-mode turn ran in plan mode: its plan waits"
+    pending = await sync_to_async(selectors.pending_run)(sid)
+    assert pending is not None and pending["request_id"] == third["request_id"]
+    assert pending["pending"]["kind"] == "plan"
 
 
 async def test_plan_mode_pauses_then_approval_builds(user: Any, make_session: Any, host: SessionHost) -> None:
