@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Case, Count, Q, QuerySet, Sum, Value, When
 from django.http import Http404
 
-from studio import rendering, trace
+from studio import rendering, trace, trace_records
 from studio.models import (
     Approval,
     Effort,
@@ -377,7 +377,7 @@ def records_context(session: StudioSession, snapshot: dict[str, Any] | None) -> 
     """The Records tab: what the snapshot's ``records`` say, plus Studio's own facts."""
     root = session.root or session
     model = root.registered_model
-    sections = trace.records_sections((snapshot or {}).get("records"))
+    sections = trace_records.records_sections((snapshot or {}).get("records"))
     return {
         "records": {
             "model": model.public_description(),

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.template.loader import render_to_string
 
-from studio import trace
+from studio import trace, trace_records
 from studio.live import ContextLive, find_turn_start
 from tests.studio.html_parts import element, elements, text
 
@@ -165,7 +165,7 @@ RECORDS = {
 def test_catalog_records_show_state_counts_and_a_drift_apart_from_a_failed_connection() -> None:
     """W3/X3: declared / connected / error, the tool counts and the error text; a drift (a tool
     that changed since the session saved it) is labelled as one, a refused connect is not."""
-    files, crm, wiki, docs = trace.records_sections(RECORDS)["catalogs"]
+    files, crm, wiki, docs = trace_records.records_sections(RECORDS)["catalogs"]
     assert (files.status, files.state, files.state_label, files.transport) == ("connected", "ok", "connected", "stdio")
     assert (crm.state, crm.state_label, crm.drift, crm.missing) == ("error", "drift", True, ["crm_gone"])
     assert (wiki.state, wiki.state_label, wiki.drift) == ("error", "error", False)
@@ -174,28 +174,28 @@ def test_catalog_records_show_state_counts_and_a_drift_apart_from_a_failed_conne
 
 def test_environment_records_say_where_the_tools_run_and_why_they_cannot() -> None:
     """W3/X5: id, label, local or remote, the status and its message, the working directory."""
-    env = trace.records_sections(RECORDS)["environment"]
+    env = trace_records.records_sections(RECORDS)["environment"]
     assert (env.id, env.label, env.remote, env.status, env.state) == ("box-1", "Build box", True, "error", "error")
     assert "killed by signal 9" in env.message and env.cwd == "/srv/work"
-    fresh = trace.environment_record({"id": "w", "label": "W", "kind": None, "status": "not_connected"})
+    fresh = trace_records.environment_record({"id": "w", "label": "W", "kind": None, "status": "not_connected"})
     assert fresh is not None and (fresh.kind, fresh.remote, fresh.state_label) == ("", False, "not connected")
-    assert trace.records_sections({})["environment"] is None
+    assert trace_records.records_sections({})["environment"] is None
 
 
 def test_code_mode_in_records_lists_its_limits_and_engine() -> None:
-    item = trace.records_sections(RECORDS)["code_mode"]
+    item = trace_records.records_sections(RECORDS)["code_mode"]
     fields = dict(item.fields)
     assert (item.title, item.state_label) == ("quickjs 1.19.4", "on")
     assert (fields["Memory limit"], fields["Timeout"], fields["Calls per script"]) == ("64 MiB", "300 s", 500)
     assert (fields["Output kept"], fields["Sandbox"]) == ("50,000 characters", "sha256:abc")
-    assert trace.records_sections({"code_mode": None})["code_mode"] is None
+    assert trace_records.records_sections({"code_mode": None})["code_mode"] is None
 
 
 @pytest.mark.django_db
 def test_the_records_tab_renders_a_remote_environment_and_a_catalog_in_drift() -> None:
     """W3: sections appear when the snapshot's records have them; secrets never do."""
     context = {
-        "sections": trace.records_sections(RECORDS),
+        "sections": trace_records.records_sections(RECORDS),
         "records": {
             "model": {"name": "m", "model_id": "m", "api_key": "set"},
             "tools": [],
