@@ -61,3 +61,49 @@ async def test_the_store_import_form_is_laid_out_like_every_admin_form(studio_se
     label_box = await label.bounding_box()
     assert row and field and label_box
     assert abs(field["y"] - label_box["y"]) < 12  # label beside its field, not stacked above it
+
+
+async def test_an_admin_sees_every_bad_attribute_and_a_bounded_connection_test(
+    studio_server: Studio, browser: Any
+) -> None:
+    """Issue #15 in the browser: a model with three bad attributes shows three errors, each
+    naming its field, and is not saved; the model saved instead (an endpoint nothing listens
+    on) does not become the default for new sessions, and "Test connection" answers with a
+    clear failure instead of holding the page through ten retries."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    username, password = studio_server.admin_login()
+    page = await new_page(browser, studio_server, user=username, password=password)
+    await page.goto(studio_server.url("/admin/studio/registeredmodel/add/"))
+    await page.fill("#id_name", "Nowhere e2e")
+    await page.select_option("#id_provider", "custom")
+    await page.fill("#id_model_id", "m")
+    await page.select_option("#id_api_kind", "openai-completions")
+    await page.fill("#id_base_url", f"http://127.0.0.1:{port}/v1")
+    await page.fill("#id_api_key", "sk-e2e-key")
+    await page.fill("#id_attributes", '{"context_window": -5, "cost": {"input": "free"}, "reasoningg": true}')
+    await page.click("input[name=_save]")
+    errors = await page.locator(".field-attributes .errorlist li").all_inner_texts()
+    assert len(errors) == 3, errors
+    for field in ("attributes.context_window", "attributes.cost.input", "attributes.reasoningg"):
+        assert any(e.startswith(field) for e in errors), (field, errors)
+    assert await page.locator("#id_api_key").input_value() == "", "the key is never shown back"
+
+    await page.fill("#id_api_key", "sk-e2e-key")
+    await page.fill("#id_attributes", "")
+    await page.click("input[name=_save]")
+    await page.wait_for_selector(".messagelist .success")
+    await page.goto(studio_server.url("/"))
+    default = await page.locator("select[name=registered_model] option:checked").inner_text()
+    assert "Nowhere e2e" not in default, "a model added in the admin is not the default by itself"
+
+    await page.goto(studio_server.url("/admin/studio/registeredmodel/"))
+    row = page.locator("#result_list tr", has_text="Nowhere e2e")
+    await row.locator("input.action-select").check()
+    await page.select_option("select[name=action]", "test_connection")
+    await page.click("button[name=index]")
+    message = await page.locator(".messagelist li", has_text="Nowhere e2e").inner_text(timeout=15_000)
+    assert "connection failed after" in message and "did not answer" in message, message
