@@ -65,8 +65,8 @@ class Publisher:
 
         The window is leading-edge and opened by streamed text only: a change after a quiet
         interval is pushed at once, and changes that come while a window is open go out together
-        when it closes. A turn's opening render (its live block, before any text) opens no
-        window, so the first token of an answer follows it at once instead of a window later.
+        when it closes. A full render (a turn opening or ending, a resync) opens no window, so
+        the text that follows it is not held back by it.
         """
         loop = asyncio.get_running_loop()
         last_text = -math.inf
