@@ -180,27 +180,40 @@ async def test_a_finished_calls_background_job_dies_with_the_agent(tmp_path: Pat
 
 
 async def test_reap_kills_processes_that_left_the_group_and_waits_for_them(tmp_path: Path) -> None:
-    """A process that escaped the group (setsid) but kept the token is found, killed, and gone on return;
-    processes of other calls are left alone."""
+    """A process that escaped the group (a session of its own) but kept the token is found,
+    killed (SIGKILL), and gone on return; processes of other calls are left alone.
 
-    async def sleeper(token: str) -> asyncio.subprocess.Process:
-        env = dict(os.environ, **{CALL_TOKEN_ENV: token})
-        return await asyncio.create_subprocess_exec("sleep", str(SLEEP), env=env, start_new_session=True)
+    The sleepers are grandchildren: a shell without the token starts each one and reports how
+    it ended. Were they this process's own children, their exit status could be stolen — a
+    stale ``subprocess.Popen`` of an earlier, reused pid reaps whatever now has that pid (seen
+    as asyncio's "Unknown child process … returncode 255")."""
 
-    mine, other = await sleeper("tok-reap"), await sleeper("tok-other")
+    async def sleeper(token: str) -> tuple[asyncio.subprocess.Process, int]:
+        script = f'{CALL_TOKEN_ENV}={token} sleep {SLEEP} & echo $!; wait $!; echo "status $?"'
+        env = {k: v for k, v in os.environ.items() if k != CALL_TOKEN_ENV}
+        shell = await asyncio.create_subprocess_exec(
+            "sh", "-c", script, env=env, stdout=asyncio.subprocess.PIPE, start_new_session=True
+        )
+        assert shell.stdout is not None
+        return shell, int(await shell.stdout.readline())
+
+    (mine, mine_pid), (other, other_pid) = await sleeper("tok-reap"), await sleeper("tok-other")
     try:
-        await until(lambda: bool(find_call_processes("tok-reap")) and bool(find_call_processes("tok-other")), "exec")
+        await until(
+            lambda: find_call_processes("tok-reap") == [mine_pid] and find_call_processes("tok-other") == [other_pid],
+            "both sleepers to exec, each the only carrier of its token",
+        )
         assert await reap_orphaned_call("tok-reap") == 1
-        assert is_gone(mine.pid), "it had exited when reap returned"
-        assert not is_gone(other.pid)
+        assert is_gone(mine_pid), "it had exited when reap returned"
+        assert not is_gone(other_pid)
         assert await reap_orphaned_call("tok-reap") == 0
+        assert mine.stdout is not None
+        assert (await mine.stdout.readline()).decode().strip() == f"status {128 + signal.SIGKILL}"
     finally:
-        for proc in (mine, other):
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-            await proc.wait()
-    assert mine.returncode == -signal.SIGKILL
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(other_pid, signal.SIGKILL)
+        for shell in (mine, other):
+            await shell.wait()
 
 
 async def test_reap_finds_what_a_bash_call_started_outside_its_group(tmp_path: Path) -> None:
