@@ -36,12 +36,23 @@ async def assert_no_horizontal_overflow(page: Any) -> None:
 
 
 async def assert_apart(page: Any, selectors: list[str]) -> None:
-    """The header items do not overlap each other."""
-    boxes = []
-    for selector in selectors:
-        box = await page.locator(selector).first.bounding_box()
-        assert box, selector
-        boxes.append((selector, box))
+    """The header items do not overlap each other. All boxes are read in one layout (a push
+    after the turn swaps header items out and in; read one by one, one can be caught
+    detached), and the read is redone while one of them is missing or not laid out."""
+    for _attempt in range(50):
+        rects = await page.evaluate(
+            """(selectors) => selectors.map(s => {
+                const el = document.querySelector(s);
+                if (!el || !el.isConnected) return null;
+                const r = el.getBoundingClientRect();
+                return r.width > 0 && r.height > 0 ? {x: r.x, y: r.y, width: r.width, height: r.height} : null;
+            })""",
+            selectors,
+        )
+        if all(rects):
+            break
+    assert all(rects), dict(zip(selectors, rects, strict=True))
+    boxes = list(zip(selectors, rects, strict=True))
     for i, (a, p) in enumerate(boxes):
         for b, q in boxes[i + 1 :]:
             apart = (
