@@ -1,6 +1,6 @@
 """Studio on PostgreSQL with session-host failover: how long a takeover takes, and what a second
 worker buys under load (issue 18). Not a timed test: run it by hand and put the numbers in
-the README.
+docs/benchmarks.md.
 
 Starts a private PostgreSQL server (``tests/pg.py``, durable settings), redis-server, daphne and
 ``runworker studio-host`` workers, all configured with one ``STUDIO_DATABASE_URL``, and a

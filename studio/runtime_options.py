@@ -6,7 +6,7 @@ code mode, tool catalogs, the execution environment, OTLP export) are read in on
 the host only asks for them: ``session_options(registry)`` when it opens a store,
 ``runtime_options()`` for every runtime, ``close_tracing()`` when it closes.
 
-Settings (README "Studio"); each accepts the environment variable's text or, in a settings
+Settings (docs/studio.md); each accepts the environment variable's text or, in a settings
 module of your own, the Python value:
 
 - ``STUDIO_CODE_MODE``: off (default), on (``1``/``on``/``true``/``{}``: the defaults), or the

@@ -4,7 +4,7 @@ The defaults are production safe and need no configuration: DEBUG off (styled er
 no URL list on a 404), static files served by WhiteNoise, a random secret key kept in the data
 dir, only local host names allowed, SQLite under the data dir, the in-memory channel layer and
 the session host inside the daphne process. Everything else is environment variables (see
-the README):
+docs/studio.md):
 
 - ``DJANGO_DEBUG=1`` turns Django's debug mode on (development only: ``manage.py studio --dev``).
 - ``DJANGO_SECRET_KEY`` (default: generated once into ``<data dir>/secret_key``, mode 0600),
@@ -243,7 +243,7 @@ STUDIO_OTLP_HEADERS = os.environ.get("STUDIO_OTLP_HEADERS", "")  # name=value,na
 STUDIO_OTLP_SERVICE_NAME = os.environ.get("STUDIO_OTLP_SERVICE_NAME", "agentcore-studio")
 STUDIO_OTLP_CAPTURE_CONTENT = _env_bool("STUDIO_OTLP_CAPTURE_CONTENT", False)  # model output, tool args/results
 
-# --- Scale-out: PostgreSQL and session leases (README "Scaling out") --------------------------
+# --- Scale-out: PostgreSQL and session leases (docs/durability.md, "Scaling out") --------------------------
 # One setting puts Studio's own tables and every session's agent store (a PostgreSQL store named
 # after the main session's id) in one database, so any worker can take any session over.
 STUDIO_DATABASE_URL = os.environ.get("STUDIO_DATABASE_URL", "").strip()

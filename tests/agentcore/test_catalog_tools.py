@@ -12,7 +12,6 @@ import ast
 import asyncio
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from agentcore.errors import InputValidationError
 from agentcore.extensions.catalogs import AgentToolCatalog, CatalogToolDescriptor, StaticCatalogConnection
 from agentcore.testing.steps import Text, ToolCall
 from tests.agentcore.session_helpers import last_snapshot, run_with
+from tests.docs import python_example
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPLETIONS = "openai-completions"
@@ -382,14 +382,10 @@ async def test_records_are_json_and_list_every_catalog(make_agent: Any) -> None:
 
 
 def test_readme_example_runs_and_connects_nothing(workspace: Path) -> None:
-    """X3: the README's catalog example opens a session with an MCP catalog whose command does
+    """X3: the docs' catalog example opens a session with an MCP catalog whose command does
     not exist: nothing is started, the record says ``declared`` and shows no credential."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Tool catalogs and MCP") :]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "no python example in the section"
     script = workspace / "example.py"
-    script.write_text(match.group(1))
+    script.write_text(python_example("docs/tools-and-environments.md", "### Tool catalogs and MCP"))
     env = dict(os.environ, PYTHONPATH=str(ROOT), AGENTCORE_DEMO_DELAY_MS="0")
     result = subprocess.run(
         [sys.executable, str(script)], cwd=workspace, env=env, capture_output=True, text=True, timeout=120

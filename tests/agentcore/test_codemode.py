@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from agentcore.harness.projection import RESULT_PREVIEW
 from agentcore.testing.steps import ToolCall
 from tests.agentcore.codemode_helpers import Effects, codemode_end, entries_of, script_turn, worker_pids
 from tests.agentcore.session_helpers import Gate, ends, last_snapshot, run_with
+from tests.docs import python_example
 
 COMPLETIONS = "openai-completions"
 ROOT = Path(__file__).resolve().parents[2]
@@ -430,13 +430,9 @@ async def test_finished_runs_keep_previews_in_memory_and_everything_in_the_store
 
 
 def test_readme_code_mode_example_runs(workspace: Path) -> None:
-    """X4: the README's Code mode example runs as written."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Code mode") :]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "a python example under Code mode"
+    """X4: the Code mode page's example runs as written."""
     script = workspace / "example.py"
-    script.write_text(match.group(1))
+    script.write_text(python_example("docs/code-mode.md", "# Code mode"))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     result = subprocess.run(
         [sys.executable, str(script)], cwd=workspace, env=env, capture_output=True, text=True, timeout=120

@@ -124,7 +124,7 @@ PRELUDE = r"""
   }
 
   // store()/load(): the context's values as of the script's start, plus this script's own
-  // writes; the writes are committed with the script's result (see the README).
+  // writes; the writes are committed with the script's result (see docs/code-mode.md).
   const values = create(null);
   const changed = create(null);
   const initial = config.store;
