@@ -4,6 +4,15 @@ parsing of what the worker says.
 The worker is sandboxed code's neighbour, so the host trusts nothing it reads from it: every
 line must be one JSON object of a known shape within the size limits, or the script is
 stopped with a protocol error. See ``worker.py`` for the other side.
+
+This is also where a script's text becomes text the host can commit. A JavaScript string may
+hold a lone UTF-16 surrogate (``'\\ud800'``); the worker sends it as a JSON escape, and decoded
+it is a Python ``str`` that no UTF-8 store can hold — a result holding it would fail its
+commit on every resume. ``parse_message`` therefore repairs every text of a message the way
+tool results are repaired (``display.clean_text``: the surrogate becomes the six characters
+``\\ud800``): output, errors, tool names, stored keys and values, the return value. A call's
+arguments are repaired where every call's arguments are (``NestedCalls.call``, as for a call
+of the model).
 """
 
 from __future__ import annotations
@@ -11,6 +20,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any, TypeAlias
+
+from agentcore.tools.display import clean_text
 
 STACK_BYTES = 1 << 20
 MAX_SCRIPT_CHARS = 100_000
@@ -100,7 +111,32 @@ def answer_message(index: int, ok: bool, value: Any, error: str) -> bytes:
 
 
 def parse_message(line: bytes) -> WorkerMessage:
-    """One worker line → a message, or ``ProtocolError`` naming what is wrong."""
+    """One worker line → a message whose texts are valid UTF-8, or ``ProtocolError`` naming
+    what is wrong."""
+    return _repaired(_message(line))
+
+
+def _repaired(message: WorkerMessage) -> WorkerMessage:
+    """``message`` with each of its texts valid UTF-8 (see the module docstring)."""
+    match message:
+        case CallRequest():
+            return CallRequest(message.index, clean_text(message.name), message.arguments)
+        case TextOutput():
+            return TextOutput(clean_text(message.text))
+        case Finished():
+            return Finished(
+                ok=message.ok,
+                value_json=None if message.value_json is None else clean_text(message.value_json),
+                value_truncated=message.value_truncated,
+                error=clean_text(message.error),
+                stores={clean_text(k): None if v is None else clean_text(v) for k, v in message.stores.items()},
+                dropped_chars=message.dropped_chars,
+            )
+        case Fatal():
+            return Fatal(clean_text(message.kind), clean_text(message.error))
+
+
+def _message(line: bytes) -> WorkerMessage:
     try:
         data = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
