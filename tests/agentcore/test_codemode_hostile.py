@@ -183,3 +183,73 @@ def test_the_host_refuses_anything_outside_the_protocol() -> None:
     for line in bad:
         with pytest.raises(ProtocolError):
             parse_message(line)
+
+
+# The global object of a script: ECMAScript's built-ins as QuickJS has them, and the script API.
+STANDARD_GLOBALS = """
+    AggregateError Array ArrayBuffer Atomics BigInt BigInt64Array BigUint64Array Boolean DataView Date Error
+    EvalError Float32Array Float64Array Function Infinity Int16Array Int32Array Int8Array InternalError JSON Map
+    Math NaN Number Object Promise Proxy RangeError ReferenceError Reflect RegExp Set SharedArrayBuffer String
+    Symbol SyntaxError TypeError URIError Uint16Array Uint32Array Uint8Array Uint8ClampedArray WeakMap WeakSet
+    decodeURI decodeURIComponent encodeURI encodeURIComponent escape eval globalThis isFinite isNaN parseFloat
+    parseInt undefined unescape
+""".split()
+SCRIPT_API = ["console", "load", "store", "text", "tools"]
+
+EVERY_REACHABLE_FUNCTION = """
+    const api = new Set([tools, text, store, load, console]);  // the documented bridge (calls tools, writes text)
+    const seen = new Set(), queue = [[globalThis, "globalThis"]], calls = [];
+    while (queue.length) {
+        const [object, path] = queue.shift();
+        if ((typeof object !== "object" && typeof object !== "function") || object === null) continue;
+        if (seen.has(object) || api.has(object)) continue;
+        seen.add(object);
+        const proto = Object.getPrototypeOf(object);
+        if (proto) queue.push([proto, path + ".__proto__"]);
+        for (const key of Reflect.ownKeys(object)) {
+            const d = Object.getOwnPropertyDescriptor(object, key);
+            for (const [value, how] of [[d.value, ""], [d.get, "(get)"]]) {
+                if (typeof value !== "function" && (typeof value !== "object" || value === null)) continue;
+                if (api.has(value)) continue;
+                const where = path + "." + String(key) + how;
+                queue.push([value, where]);
+                if (typeof value === "function") calls.push([value, object, where]);
+            }
+        }
+    }
+    const call = ([fn, self]) => {
+        try {
+            const v = Reflect.apply(fn, self, []);
+            return typeof v === "number" ? v : null;
+        } catch (e) {
+            return null;
+        }
+    };
+    const first = calls.map(call);
+    let spin = 0;
+    for (let i = 0; i < 3e6; i++) spin += i;  // any clock moves on meanwhile
+    const second = calls.map(call);
+    const moving = calls.filter((c, i) => c[0] !== Math.random && first[i] !== null && second[i] !== null &&
+                                          first[i] === first[i] && first[i] !== second[i]).map(c => c[2]);
+    const clocks = [Date.now(), new Date().getTime(), +new (new Date(0).constructor)(), +Reflect.construct(Date, []),
+                    Date.parse(Date()), +new (Object.getPrototypeOf(new Date(0)).constructor)()];
+    const globals = Object.getOwnPropertyNames(globalThis).sort();
+    return {moving, called: calls.length, clocks, globals, symbols: Object.getOwnPropertySymbols(globalThis).length};
+"""
+
+
+async def test_no_live_clock_and_no_bridge_function_is_reachable(make_agent, fake_server) -> None:
+    """X4 (deterministic replay): as an adversary would look for one, by calling every function
+    reachable from globalThis (own keys, symbols, getters, prototypes) twice with a busy loop
+    between: none but the seeded Math.random gives another number; every way to the clock gives
+    the recorded start time; the global object holds ECMAScript's built-ins and the script API,
+    nothing else (no QuickJS __date_clock, no __agentcore_* bridge function)."""
+    end, agent = await run_script(make_agent, fake_server, EVERY_REACHABLE_FUNCTION)
+    assert not end.is_error, end.result
+    seen = json.loads(end.result.split("Return value: ", 1)[1])
+    assert seen["called"] > 400, "the walk reached the built-ins"
+    assert seen["moving"] == [], "no function but Math.random (seeded, recorded) gives a new number"
+    (header,) = [e.payload for e in entries_of(agent, "code_run")][:1]
+    start = header["clock_ms"]
+    assert seen["clocks"] == [start] * 4 + [start // 1000 * 1000, start], "Date() has whole seconds"
+    assert seen["globals"] == sorted(STANDARD_GLOBALS + SCRIPT_API) and seen["symbols"] == 0

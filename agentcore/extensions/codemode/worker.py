@@ -16,10 +16,12 @@ next answer, so the script's sequence of calls is a function of the script and t
 got — which is what lets the host re-run a script after a crash and feed it the answers it
 already committed (see ``replay.py``).
 
-Everything a script can reach is defined in ``PRELUDE``: ``tools``, ``text``, ``store``,
-``load`` and ``console.log`` (= ``text``). No file, network, process, timer or module API
-exists. ``Date`` is frozen at the script's start time and ``Math.random`` is a seeded
-generator; both values are recorded, so a re-run sees the same ones.
+Everything a script can reach is defined in ``PRELUDE``: ECMAScript's built-ins (anything else
+on the global object is deleted first — the bridge, and QuickJS's ``__date_clock``, a live
+clock), ``tools``, ``text``, ``store``, ``load`` and ``console.log`` (= ``text``). No file,
+network, process, timer or module API exists. ``Date`` is frozen at the script's start time
+and ``Math.random`` is a seeded generator; both values are recorded, so a re-run sees the same
+ones.
 """
 
 from __future__ import annotations
@@ -36,8 +38,21 @@ PRELUDE = r"""
   'use strict';
   const send = globalThis.__agentcore_send;
   const config = JSON.parse(globalThis.__agentcore_config());
-  delete globalThis.__agentcore_send;
-  delete globalThis.__agentcore_config;
+  // The global object keeps ECMAScript's built-ins, nothing else the engine or the worker put
+  // there: the bridge (__agentcore_*) and QuickJS's own __date_clock, a live microsecond clock
+  // that would get around the frozen Date (and differ on a re-run).
+  const builtins = Object.create(null);
+  for (const name of ('AggregateError Array ArrayBuffer Atomics BigInt BigInt64Array BigUint64Array Boolean ' +
+      'DataView Date Error EvalError Float32Array Float64Array Function Infinity Int16Array Int32Array Int8Array ' +
+      'InternalError JSON Map Math NaN Number Object Promise Proxy RangeError ReferenceError Reflect RegExp Set ' +
+      'SharedArrayBuffer String Symbol SyntaxError TypeError URIError Uint16Array Uint32Array Uint8Array ' +
+      'Uint8ClampedArray WeakMap WeakSet decodeURI decodeURIComponent encodeURI encodeURIComponent escape eval ' +
+      'globalThis isFinite isNaN parseFloat parseInt undefined unescape').split(' ')) {
+    builtins[name] = true;
+  }
+  for (const name of Reflect.ownKeys(globalThis)) {
+    if (typeof name !== 'string' || builtins[name] !== true) delete globalThis[name];
+  }
   // Captured before any script runs: a script may replace these globals, not the prelude's copies.
   const stringify = JSON.stringify, parse = JSON.parse, apply = Reflect.apply;
   const create = Object.create, freeze = Object.freeze, defineProperty = Object.defineProperty;
