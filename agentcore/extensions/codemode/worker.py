@@ -60,7 +60,7 @@ PRELUDE = r"""
   const ErrorCtor = Error, TypeErrorCtor = TypeError, StringCtor = String;
   const AsyncFunction = (async function () {}).constructor;
   const RealDate = Date, imul = Math.imul;
-  const indexOf = String.prototype.indexOf, slice = String.prototype.slice;
+  const indexOf = String.prototype.indexOf, slice = String.prototype.slice, charCodeAt = String.prototype.charCodeAt;
   const pending = create(null);
   const names = config.tools.slice();
   const known = create(null);
@@ -147,6 +147,23 @@ PRELUDE = r"""
   let count = 0, total = 0;
   for (const key in values) { count++; total += key.length + values[key].length; }
 
+  function nesting(json) {  // how deeply arrays and objects nest in a JSON text
+    let depth = 0, deepest = 0, quoted = false;
+    for (let i = 0; i < json.length; i++) {
+      const c = apply(charCodeAt, json, [i]);
+      if (quoted) {
+        if (c === 92) i++;  // a backslash escapes the next character
+        else if (c === 34) quoted = false;
+      } else if (c === 34) {
+        quoted = true;
+      } else if (c === 91 || c === 123) {
+        if (++depth > deepest) deepest = depth;
+      } else if (c === 93 || c === 125) {
+        depth--;
+      }
+    }
+    return deepest;
+  }
   function checkKey(key) {
     if (typeof key !== 'string' || key.length === 0 || key.length > config.store_key_chars) {
       throw new TypeErrorCtor('store keys are non-empty strings of at most ' + config.store_key_chars + ' characters');
@@ -166,6 +183,11 @@ PRELUDE = r"""
     if (json.length > config.store_value_chars) {
       throw new ErrorCtor('store(' + stringify(key) + '): the value is ' + json.length +
         ' characters of JSON; at most ' + config.store_value_chars);
+    }
+    const depth = nesting(json);
+    if (depth > config.store_value_depth) {
+      throw new ErrorCtor('store(' + stringify(key) + '): the value is nested ' + depth +
+        ' levels deep; at most ' + config.store_value_depth);
     }
     if (old === undefined && count >= config.store_keys) {
       throw new ErrorCtor('store: at most ' + config.store_keys + ' keys');
@@ -413,6 +435,7 @@ _PRELUDE_CONFIG = (
     "store_value_chars",
     "store_keys",
     "store_total_chars",
+    "store_value_depth",
 )
 _STALLED = (
     "the script is waiting for a promise that nothing can settle (no tool call is outstanding); "
