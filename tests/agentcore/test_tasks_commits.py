@@ -89,15 +89,9 @@ async def reopen_runs(make_agent: Any, fake_server: Any, db: Path, registry: Any
     return last_snapshot(events)
 
 
-@pytest.mark.parametrize("case", list(BAD_COMMITS))
-async def test_a_phase_committing_a_value_the_store_cannot_hold_fails_its_task_and_the_session_goes_on(
-    case: str, make_agent, fake_server, tmp_path: Path
-) -> None:
-    """X1 / D5: a phase commits a terminal error that is a set, NaN, a number or text with a lone
-    surrogate, a result, checkpoint or phase name that is not strict JSON: the commit is refused
-    before anything is written, the task fails with a reason naming the field, the run ends
-    normally, and a reopen runs on without running the task again."""
-    state, field = BAD_COMMITS[case]
+async def fails_its_task(make_agent: Any, fake_server: Any, tmp_path: Path, state: Any) -> dict[str, Any]:
+    """Run task ``app.bad`` whose one phase commits ``state``; check that it failed, that the run
+    and a reopened session went on, and that the task ran once. Returns its row."""
     ran: list[str] = []
     registry = create_agent_registry()
     registry.install(define_agent_extension(name="app", tasks=[one_phase_task("app.bad", state, ran)]))
@@ -105,11 +99,26 @@ async def test_a_phase_committing_a_value_the_store_cannot_hold_fails_its_task_a
     snapshot, task_id = await run_task(make_agent, fake_server, db, registry, "app.bad")
     row = task_row(snapshot, task_id)
     assert row["status"] == "failed", row
-    assert row["error"].startswith("phase 'go' raised InputValidationError: ") and field in row["error"], row["error"]
-    assert row["result"] is None
+    assert row["error"].startswith("phase 'go' raised InputValidationError: "), row["error"]
+    assert row["result"] is None and row["detail"]["phase"] == "go" and row["detail"]["checkpoint"] == {}
     reopened = task_row(await reopen_runs(make_agent, fake_server, db, registry), task_id)
     assert reopened["status"] == "failed" and reopened["error"] == row["error"]
     assert ran == [task_id], "a failed task is not run again"
+    return row
+
+
+@pytest.mark.parametrize("case", list(BAD_COMMITS))
+async def test_a_phase_committing_a_value_the_store_cannot_hold_fails_its_task_and_the_session_goes_on(
+    case: str, make_agent, fake_server, tmp_path: Path
+) -> None:
+    """X1 / D5: a phase commits a terminal error that is a set, NaN, a number or text with a lone
+    surrogate, a result, checkpoint or phase name that is not strict JSON, a child with such an
+    input or flag: the commit is refused before anything is written, the task fails with a
+    reason naming the field, the run ends normally, and a reopen runs on without running the
+    task again."""
+    state, field = BAD_COMMITS[case]
+    row = await fails_its_task(make_agent, fake_server, tmp_path, state)
+    assert field in row["error"], row["error"]
 
 
 async def test_an_exception_text_with_a_lone_surrogate_is_escaped_in_the_tasks_error(
@@ -145,17 +154,8 @@ async def test_committing_a_phase_the_definition_does_not_declare_fails_the_task
     """X1 / X2: a phase that commits `running` (or a wait that resumes) into a phase its
     definition does not declare is refused at commit: the task fails, naming the phase and the
     declared ones, instead of waiting `blocked` for a definition no reinstall can provide."""
-    ran: list[str] = []
-    registry = create_agent_registry()
-    registry.install(define_agent_extension(name="app", tasks=[one_phase_task("app.lost", state, ran)]))
-    db = tmp_path / "agent.sqlite"
-    snapshot, task_id = await run_task(make_agent, fake_server, db, registry, "app.lost")
-    row = task_row(snapshot, task_id)
-    assert row["status"] == "failed", row
-    assert "phase 'nowhere' is not a phase of task 'app.lost' version 1 (its phases: 'go')" in row["error"]
-    assert row["detail"]["phase"] == "go" and row["detail"]["checkpoint"] == {}
-    assert task_row(await reopen_runs(make_agent, fake_server, db, registry), task_id)["status"] == "failed"
-    assert ran == [task_id]
+    row = await fails_its_task(make_agent, fake_server, tmp_path, state)
+    assert "phase 'nowhere' is not a phase of task 'app.bad' version 1 (its phases: 'go')" in row["error"]
 
 
 async def test_an_offline_abort_committing_a_value_the_store_cannot_hold_is_refused_naming_it(
