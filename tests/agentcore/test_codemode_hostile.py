@@ -266,9 +266,9 @@ async def test_no_live_clock_and_no_bridge_function_is_reachable(make_agent, fak
 
 
 async def test_a_deeply_nested_store_value_is_refused_in_the_script_at_once(make_agent, fake_server) -> None:
-    """X4: store() takes values nested at most STORE_VALUE_DEPTH levels (arrays and objects);
-    a deeper one throws in the script (which can catch it and go on) — it does not hang the
-    script until its deadline."""
+    """X4: store() takes values nested at most STORE_VALUE_DEPTH levels (arrays and objects, not
+    brackets inside strings); a deeper one throws in the script (which can catch it and go on)
+    — it does not hang the script until its deadline."""
     code = f"""
         const nest = (n) => {{ let v = 0; for (let i = 0; i < n; i++) v = i % 2 ? [v] : {{v}}; return v; }};
         const refused = [];
@@ -276,6 +276,7 @@ async def test_a_deeply_nested_store_value_is_refused_in_the_script_at_once(make
             try {{ store("deep " + n, nest(n)); refused.push("stored"); }} catch (e) {{ refused.push(e.message); }}
         }}
         store("deepest allowed", nest({STORE_VALUE_DEPTH}));
+        store("brackets in strings", {{s: "[{{".repeat(500) + '\\"[', t: ["]]", "{{{{"]}});
         return refused;
     """
     started = time.monotonic()
@@ -290,7 +291,7 @@ async def test_a_deeply_nested_store_value_is_refused_in_the_script_at_once(make
         f"at most {STORE_VALUE_DEPTH}",
     ]
     (finished,) = entries_of(agent, "code_run_end")[:1]
-    assert finished.payload["stored"] == ["deepest allowed"]
+    assert finished.payload["stored"] == ["brackets in strings", "deepest allowed"]
 
 
 ROGUE_WORKER = Path(__file__).with_name("codemode_rogue_worker.py")

@@ -60,7 +60,7 @@ PRELUDE = r"""
   const ErrorCtor = Error, TypeErrorCtor = TypeError, StringCtor = String;
   const AsyncFunction = (async function () {}).constructor;
   const RealDate = Date, imul = Math.imul;
-  const indexOf = String.prototype.indexOf, slice = String.prototype.slice, charCodeAt = String.prototype.charCodeAt;
+  const indexOf = String.prototype.indexOf, slice = String.prototype.slice;
   const pending = create(null);
   const names = config.tools.slice();
   const known = create(null);
@@ -147,18 +147,18 @@ PRELUDE = r"""
   let count = 0, total = 0;
   for (const key in values) { count++; total += key.length + values[key].length; }
 
-  function nesting(json) {  // how deeply arrays and objects nest in a JSON text
+  function nesting(json) {  // how deeply arrays and objects nest in a JSON text (~20 ms for 64 KiB)
     let depth = 0, deepest = 0, quoted = false;
     for (let i = 0; i < json.length; i++) {
-      const c = apply(charCodeAt, json, [i]);
+      const c = json[i];  // indexing a string primitive: nothing a script can replace
       if (quoted) {
-        if (c === 92) i++;  // a backslash escapes the next character
-        else if (c === 34) quoted = false;
-      } else if (c === 34) {
+        if (c === '\\') i++;  // a backslash escapes the next character
+        else if (c === '"') quoted = false;
+      } else if (c === '"') {
         quoted = true;
-      } else if (c === 91 || c === 123) {
+      } else if (c === '[' || c === '{') {
         if (++depth > deepest) deepest = depth;
-      } else if (c === 93 || c === 125) {
+      } else if (c === ']' || c === '}') {
         depth--;
       }
     }
