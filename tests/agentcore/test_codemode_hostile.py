@@ -333,7 +333,7 @@ async def test_a_message_the_host_cannot_take_fails_the_script_at_once(
     assert time.monotonic() - started < 60, "not at the deadline"
     assert end.is_error and "The sandbox broke its protocol and was stopped" in end.result and reason in end.result
     assert entries_of(agent, "code_run_end")[0].payload["status"] == "failed"
-    monkeypatch.setattr(sandbox_module, "WORKER", sandbox_module.Path(sandbox_module.__file__).with_name("worker.py"))
+    monkeypatch.undo()  # the real worker again
     fake_server.enqueue(*script_turn("return 'still here'", call_id="after"))
     after = codemode_end(await run_with(agent, {"prompt": "after", "request_id": "a"}))
     assert after.result == 'Return value: "still here"' and not after.is_error

@@ -152,7 +152,8 @@ async def test_a_store_wedged_by_a_refused_result_resumes_and_finishes(
         assert end.is_error and end.result.startswith(SHOWN) and "The script threw: Error: \\ud800" in end.result
         assert [e.status for e in events if e.type == "end"] == ["completed"]
         fake_server.enqueue([Text("next")])
-        assert [e.status for e in await run_with(agent, {"prompt": "next", "request_id": "next"}) if e.type == "end"]
+        after = await run_with(agent, {"prompt": "next", "request_id": "next"})
+        assert [e.status for e in after if e.type == "end"] == ["completed"]
     (finished,) = stored(db, "code_run_end")
     assert finished.payload["stored"] == ["k\\ud800"] and finished.payload["output"] == SHOWN + "\n"
     assert_store_invariants(db)
@@ -166,6 +167,7 @@ CRASHING = """
 """
 
 
+@pytest.mark.crash
 async def test_a_crash_inside_a_script_with_lone_surrogates_resumes_and_commits_the_repaired_result(
     tmp_path: Path, workspace: Path
 ) -> None:
