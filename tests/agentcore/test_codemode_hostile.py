@@ -6,13 +6,23 @@ is left running, and the same session still runs a normal script.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentcore.extensions.codemode.protocol import MAX_CALLS, MAX_OUTPUT_CHARS, ProtocolError, parse_message
+from agentcore.extensions.codemode import sandbox as sandbox_module
+from agentcore.extensions.codemode.protocol import (
+    MAX_CALLS,
+    MAX_OUTPUT_CHARS,
+    STORE_VALUE_DEPTH,
+    ProtocolError,
+    parse_message,
+)
+from agentcore.extensions.codemode.sandbox import sandbox_fingerprint
 from tests.agentcore.codemode_helpers import codemode_end, entries_of, script_turn, worker_pids
 from tests.agentcore.session_helpers import run_with
 
@@ -183,3 +193,162 @@ def test_the_host_refuses_anything_outside_the_protocol() -> None:
     for line in bad:
         with pytest.raises(ProtocolError):
             parse_message(line)
+
+
+# The global object of a script: ECMAScript's built-ins as QuickJS has them, and the script API.
+STANDARD_GLOBALS = """
+    AggregateError Array ArrayBuffer Atomics BigInt BigInt64Array BigUint64Array Boolean DataView Date Error
+    EvalError Float32Array Float64Array Function Infinity Int16Array Int32Array Int8Array InternalError JSON Map
+    Math NaN Number Object Promise Proxy RangeError ReferenceError Reflect RegExp Set SharedArrayBuffer String
+    Symbol SyntaxError TypeError URIError Uint16Array Uint32Array Uint8Array Uint8ClampedArray WeakMap WeakSet
+    decodeURI decodeURIComponent encodeURI encodeURIComponent escape eval globalThis isFinite isNaN parseFloat
+    parseInt undefined unescape
+""".split()
+SCRIPT_API = ["console", "load", "store", "text", "tools"]
+
+EVERY_REACHABLE_FUNCTION = """
+    const api = new Set([tools, text, store, load, console]);  // the documented bridge (calls tools, writes text)
+    const seen = new Set(), queue = [[globalThis, "globalThis"]], calls = [];
+    while (queue.length) {
+        const [object, path] = queue.shift();
+        if ((typeof object !== "object" && typeof object !== "function") || object === null) continue;
+        if (seen.has(object) || api.has(object)) continue;
+        seen.add(object);
+        const proto = Object.getPrototypeOf(object);
+        if (proto) queue.push([proto, path + ".__proto__"]);
+        for (const key of Reflect.ownKeys(object)) {
+            const d = Object.getOwnPropertyDescriptor(object, key);
+            for (const [value, how] of [[d.value, ""], [d.get, "(get)"]]) {
+                if (typeof value !== "function" && (typeof value !== "object" || value === null)) continue;
+                if (api.has(value)) continue;
+                const where = path + "." + String(key) + how;
+                queue.push([value, where]);
+                if (typeof value === "function") calls.push([value, object, where]);
+            }
+        }
+    }
+    const call = ([fn, self]) => {
+        try {
+            const v = Reflect.apply(fn, self, []);
+            return typeof v === "number" ? v : null;
+        } catch (e) {
+            return null;
+        }
+    };
+    const first = calls.map(call);
+    let spin = 0;
+    for (let i = 0; i < 3e6; i++) spin += i;  // any clock moves on meanwhile
+    const second = calls.map(call);
+    const moving = calls.filter((c, i) => c[0] !== Math.random && first[i] !== null && second[i] !== null &&
+                                          first[i] === first[i] && first[i] !== second[i]).map(c => c[2]);
+    const clocks = [Date.now(), new Date().getTime(), +new (new Date(0).constructor)(), +Reflect.construct(Date, []),
+                    Date.parse(Date()), +new (Object.getPrototypeOf(new Date(0)).constructor)()];
+    const globals = Object.getOwnPropertyNames(globalThis).sort();
+    return {moving, called: calls.length, clocks, globals, symbols: Object.getOwnPropertySymbols(globalThis).length};
+"""
+
+
+async def test_no_live_clock_and_no_bridge_function_is_reachable(make_agent, fake_server) -> None:
+    """X4 (deterministic replay): as an adversary would look for one, by calling every function
+    reachable from globalThis (own keys, symbols, getters, prototypes) twice with a busy loop
+    between: none but the seeded Math.random gives another number; every way to the clock gives
+    the recorded start time; the global object holds ECMAScript's built-ins and the script API,
+    nothing else (no QuickJS __date_clock, no __agentcore_* bridge function)."""
+    end, agent = await run_script(make_agent, fake_server, EVERY_REACHABLE_FUNCTION)
+    assert not end.is_error, end.result
+    seen = json.loads(end.result.split("Return value: ", 1)[1])
+    assert seen["called"] > 400, "the walk reached the built-ins"
+    assert seen["moving"] == [], "no function but Math.random (seeded, recorded) gives a new number"
+    (header,) = [e.payload for e in entries_of(agent, "code_run")][:1]
+    start = header["clock_ms"]
+    assert seen["clocks"] == [start] * 4 + [start // 1000 * 1000, start], "Date() has whole seconds"
+    assert seen["globals"] == sorted(STANDARD_GLOBALS + SCRIPT_API) and seen["symbols"] == 0
+
+
+async def test_a_deeply_nested_store_value_is_refused_in_the_script_at_once(make_agent, fake_server) -> None:
+    """X4: store() takes values nested at most STORE_VALUE_DEPTH levels (arrays and objects, not
+    brackets inside strings); a deeper one throws in the script (which can catch it and go on)
+    — it does not hang the script until its deadline."""
+    code = f"""
+        const nest = (n) => {{ let v = 0; for (let i = 0; i < n; i++) v = i % 2 ? [v] : {{v}}; return v; }};
+        const refused = [];
+        for (const n of [5000, {STORE_VALUE_DEPTH + 1}]) {{
+            try {{ store("deep " + n, nest(n)); refused.push("stored"); }} catch (e) {{ refused.push(e.message); }}
+        }}
+        store("deepest allowed", nest({STORE_VALUE_DEPTH}));
+        store("brackets in strings", {{s: "[{{".repeat(500) + '\\"[', t: ["]]", "{{{{"]}});
+        return refused;
+    """
+    started = time.monotonic()
+    async with asyncio.timeout(60):
+        end, agent = await run_script(make_agent, fake_server, code, timeout_ms=120_000)
+    assert time.monotonic() - started < 60
+    assert not end.is_error, end.result
+    refused = json.loads(end.result.split("Return value: ", 1)[1])
+    assert refused == [
+        f'store("deep 5000"): the value is nested 5000 levels deep; at most {STORE_VALUE_DEPTH}',
+        f'store("deep {STORE_VALUE_DEPTH + 1}"): the value is nested {STORE_VALUE_DEPTH + 1} levels deep; '
+        f"at most {STORE_VALUE_DEPTH}",
+    ]
+    (finished,) = entries_of(agent, "code_run_end")[:1]
+    assert finished.payload["stored"] == ["brackets in strings", "deepest allowed"]
+
+
+ROGUE_WORKER = Path(__file__).with_name("codemode_rogue_worker.py")
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (
+            json.dumps({"type": "done", "ok": True, "stores": {"k": _nested(5000)}}),
+            f"the stored value of 'k' is nested deeper than {STORE_VALUE_DEPTH} levels",
+        ),
+        (
+            '{"type": "call", "id": 0, "name": "ls", "args": ' + _nested(20_000) + "}",
+            "could not be read (RecursionError: maximum recursion depth exceeded",
+        ),
+        (json.dumps({"type": "done", "ok": True, "stores": {}, "dropped_chars": "lots"}), "dropped_chars"),
+    ],
+    ids=["deep stored value", "call too deep to decode", "a count that is not a number"],
+)
+async def test_a_message_the_host_cannot_take_fails_the_script_at_once(
+    make_agent, fake_server, monkeypatch, line: str, reason: str
+) -> None:
+    """X4: a worker taken over by an attacker (a real process that sends the line it is given)
+    says something the host cannot take — a stored value nested past the limit, a line nested
+    too deep to decode, a count that is not a number: the script fails at once with a protocol
+    error naming it, not at its deadline, and the session goes on."""
+    sandbox_fingerprint()  # the header names the real sandbox (the cached fingerprint), not the impostor
+    monkeypatch.setattr(sandbox_module, "WORKER", ROGUE_WORKER)
+    started = time.monotonic()
+    fake_server.enqueue(*script_turn(line, call_id="rogue"))
+    agent = await make_agent(COMPLETIONS, session={"code_mode": {"timeout_ms": 120_000}})
+    async with asyncio.timeout(60):
+        end = codemode_end(await run_with(agent, {"prompt": "rogue", "request_id": "r"}))
+    assert time.monotonic() - started < 60, "not at the deadline"
+    assert end.is_error and "The sandbox broke its protocol and was stopped" in end.result and reason in end.result
+    assert entries_of(agent, "code_run_end")[0].payload["status"] == "failed"
+    monkeypatch.undo()  # the real worker again
+    fake_server.enqueue(*script_turn("return 'still here'", call_id="after"))
+    after = codemode_end(await run_with(agent, {"prompt": "after", "request_id": "a"}))
+    assert after.result == 'Return value: "still here"' and not after.is_error
+
+
+def test_the_stored_value_depth_counts_arrays_and_objects_not_brackets_in_strings() -> None:
+    """X4: the host's depth check reads the JSON text: brackets inside strings (escaped quotes
+    included) are not nesting; STORE_VALUE_DEPTH levels pass, one more is refused."""
+
+    def done(value: str) -> bytes:
+        return json.dumps({"type": "done", "ok": True, "stores": {"k": value}}).encode()
+
+    in_strings = json.dumps({"s": "[" * 500 + '\\"{' * 100, "t": ["]]]", "{{{"]})
+    assert parse_message(done(in_strings)).stores == {"k": in_strings}
+    allowed = "[" * (STORE_VALUE_DEPTH - 1) + '{"a": 1}' + "]" * (STORE_VALUE_DEPTH - 1)
+    assert parse_message(done(allowed)).stores == {"k": allowed}
+    with pytest.raises(ProtocolError, match=f"nested deeper than {STORE_VALUE_DEPTH} levels"):
+        parse_message(done("[" + allowed + "]"))

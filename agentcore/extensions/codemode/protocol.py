@@ -4,13 +4,25 @@ parsing of what the worker says.
 The worker is sandboxed code's neighbour, so the host trusts nothing it reads from it: every
 line must be one JSON object of a known shape within the size limits, or the script is
 stopped with a protocol error. See ``worker.py`` for the other side.
+
+This is also where a script's text becomes text the host can commit. A JavaScript string may
+hold a lone UTF-16 surrogate (``'\\ud800'``); the worker sends it as a JSON escape, and decoded
+it is a Python ``str`` that no UTF-8 store can hold — a result holding it would fail its
+commit on every resume. ``parse_message`` therefore repairs every text of a message the way
+tool results are repaired (``display.clean_text``: the surrogate becomes the six characters
+``\\ud800``): output, errors, tool names, stored keys and values, the return value. A call's
+arguments are repaired where every call's arguments are (``NestedCalls.call``, as for a call
+of the model).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, TypeAlias
+
+from agentcore.tools.display import clean_text
 
 STACK_BYTES = 1 << 20
 MAX_SCRIPT_CHARS = 100_000
@@ -22,6 +34,7 @@ STORE_KEY_CHARS = 200
 STORE_VALUE_CHARS = 65_536
 STORE_KEYS = 1_000
 STORE_TOTAL_CHARS = 1 << 20
+STORE_VALUE_DEPTH = 64  # arrays and objects in one stored value
 
 
 class ProtocolError(Exception):
@@ -87,6 +100,7 @@ def start_message(
         "store_value_chars": STORE_VALUE_CHARS,
         "store_keys": STORE_KEYS,
         "store_total_chars": STORE_TOTAL_CHARS,
+        "store_value_depth": STORE_VALUE_DEPTH,
     }
 
 
@@ -100,7 +114,32 @@ def answer_message(index: int, ok: bool, value: Any, error: str) -> bytes:
 
 
 def parse_message(line: bytes) -> WorkerMessage:
-    """One worker line → a message, or ``ProtocolError`` naming what is wrong."""
+    """One worker line → a message whose texts are valid UTF-8, or ``ProtocolError`` naming
+    what is wrong."""
+    return _repaired(_message(line))
+
+
+def _repaired(message: WorkerMessage) -> WorkerMessage:
+    """``message`` with each of its texts valid UTF-8 (see the module docstring)."""
+    match message:
+        case CallRequest():
+            return CallRequest(message.index, clean_text(message.name), message.arguments)
+        case TextOutput():
+            return TextOutput(clean_text(message.text))
+        case Finished():
+            return Finished(
+                ok=message.ok,
+                value_json=None if message.value_json is None else clean_text(message.value_json),
+                value_truncated=message.value_truncated,
+                error=clean_text(message.error),
+                stores={clean_text(k): None if v is None else clean_text(v) for k, v in message.stores.items()},
+                dropped_chars=message.dropped_chars,
+            )
+        case Fatal():
+            return Fatal(clean_text(message.kind), clean_text(message.error))
+
+
+def _message(line: bytes) -> WorkerMessage:
     try:
         data = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -135,22 +174,57 @@ def _finished(data: dict[str, Any]) -> Finished:
     for key, text in stores.items():
         if not isinstance(key, str) or not 0 < len(key) <= STORE_KEY_CHARS:
             raise ProtocolError("a stored key is not a short string")
-        if text is not None and (not isinstance(text, str) or len(text) > STORE_VALUE_CHARS or not _is_json(text)):
-            raise ProtocolError(f"the stored value of {key!r} is not a JSON text within the limit")
+        if text is not None:
+            _check_stored_value(key, text)
         checked[key] = text
     return Finished(
         ok=ok,
         value_json=value,
-        value_truncated=int(data.get("value_truncated") or 0),
+        value_truncated=_count(data, "value_truncated"),
         error=str(data.get("error") or "")[:8000],
         stores=checked,
-        dropped_chars=int(data.get("dropped_chars") or 0),
+        dropped_chars=_count(data, "dropped_chars"),
     )
 
 
-def _is_json(text: str) -> bool:
+def _check_stored_value(key: str, text: Any) -> None:
+    """A stored value is a JSON text within the size and depth limits (the depth checked first,
+    so decoding it cannot recurse too deep)."""
+    if not isinstance(text, str) or len(text) > STORE_VALUE_CHARS:
+        raise ProtocolError(f"the stored value of {key!r} is not a JSON text within the limit")
+    if nests_deeper_than(text, STORE_VALUE_DEPTH):
+        raise ProtocolError(f"the stored value of {key!r} is nested deeper than {STORE_VALUE_DEPTH} levels")
     try:
         json.loads(text)
     except ValueError:
+        raise ProtocolError(f"the stored value of {key!r} is not a JSON text within the limit") from None
+
+
+def _count(data: dict[str, Any], key: str) -> int:
+    value = data.get(key, 0)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ProtocolError(f"{key} must be a count")
+    return value
+
+
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{\]}]')
+_OPENING, _CLOSING = frozenset("[{"), frozenset("]}")
+
+
+def nests_deeper_than(text: str, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` levels in JSON ``text``, read without
+    decoding it (``json.loads`` recurses: a deep enough text raises ``RecursionError``). Text
+    with at most ``limit`` brackets is not scanned."""
+    if text.count("[") + text.count("{") <= limit:
         return False
-    return True
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in _OPENING:
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in _CLOSING:
+            depth -= 1
+    return False
+

@@ -411,12 +411,16 @@ class ScriptRun:
 
 
 async def _read(sandbox: SandboxProcess, inbox: asyncio.Queue[WorkerMessage | BaseException]) -> None:
-    """Forward the worker's messages (read-ahead bounded by the queue) until it is done."""
+    """Forward the worker's messages (read-ahead bounded by the queue) until it is done. Every
+    way the reading can end reaches the inbox: the run waits for nothing that cannot come."""
     while True:
         try:
             message: WorkerMessage | BaseException = await sandbox.receive()
         except (SandboxEnded, ProtocolError) as exc:
             await inbox.put(exc)
+            return
+        except Exception as exc:  # whatever else stops the reading stops the script now, not at its deadline
+            await inbox.put(ProtocolError(f"a message could not be read ({type(exc).__name__}: {exc})"))
             return
         await inbox.put(message)
         if isinstance(message, Finished | Fatal):

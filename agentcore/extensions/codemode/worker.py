@@ -16,10 +16,12 @@ next answer, so the script's sequence of calls is a function of the script and t
 got — which is what lets the host re-run a script after a crash and feed it the answers it
 already committed (see ``replay.py``).
 
-Everything a script can reach is defined in ``PRELUDE``: ``tools``, ``text``, ``store``,
-``load`` and ``console.log`` (= ``text``). No file, network, process, timer or module API
-exists. ``Date`` is frozen at the script's start time and ``Math.random`` is a seeded
-generator; both values are recorded, so a re-run sees the same ones.
+Everything a script can reach is defined in ``PRELUDE``: ECMAScript's built-ins (anything else
+on the global object is deleted first — the bridge, and QuickJS's ``__date_clock``, a live
+clock), ``tools``, ``text``, ``store``, ``load`` and ``console.log`` (= ``text``). No file,
+network, process, timer or module API exists. ``Date`` is frozen at the script's start time
+and ``Math.random`` is a seeded generator; both values are recorded, so a re-run sees the same
+ones.
 """
 
 from __future__ import annotations
@@ -36,8 +38,21 @@ PRELUDE = r"""
   'use strict';
   const send = globalThis.__agentcore_send;
   const config = JSON.parse(globalThis.__agentcore_config());
-  delete globalThis.__agentcore_send;
-  delete globalThis.__agentcore_config;
+  // The global object keeps ECMAScript's built-ins, nothing else the engine or the worker put
+  // there: the bridge (__agentcore_*) and QuickJS's own __date_clock, a live microsecond clock
+  // that would get around the frozen Date (and differ on a re-run).
+  const builtins = Object.create(null);
+  for (const name of ('AggregateError Array ArrayBuffer Atomics BigInt BigInt64Array BigUint64Array Boolean ' +
+      'DataView Date Error EvalError Float32Array Float64Array Function Infinity Int16Array Int32Array Int8Array ' +
+      'InternalError JSON Map Math NaN Number Object Promise Proxy RangeError ReferenceError Reflect RegExp Set ' +
+      'SharedArrayBuffer String Symbol SyntaxError TypeError URIError Uint16Array Uint32Array Uint8Array ' +
+      'Uint8ClampedArray WeakMap WeakSet decodeURI decodeURIComponent encodeURI encodeURIComponent escape eval ' +
+      'globalThis isFinite isNaN parseFloat parseInt undefined unescape').split(' ')) {
+    builtins[name] = true;
+  }
+  for (const name of Reflect.ownKeys(globalThis)) {
+    if (typeof name !== 'string' || builtins[name] !== true) delete globalThis[name];
+  }
   // Captured before any script runs: a script may replace these globals, not the prelude's copies.
   const stringify = JSON.stringify, parse = JSON.parse, apply = Reflect.apply;
   const create = Object.create, freeze = Object.freeze, defineProperty = Object.defineProperty;
@@ -132,6 +147,23 @@ PRELUDE = r"""
   let count = 0, total = 0;
   for (const key in values) { count++; total += key.length + values[key].length; }
 
+  function nesting(json) {  // how deeply arrays and objects nest in a JSON text (~20 ms for 64 KiB)
+    let depth = 0, deepest = 0, quoted = false;
+    for (let i = 0; i < json.length; i++) {
+      const c = json[i];  // indexing a string primitive: nothing a script can replace
+      if (quoted) {
+        if (c === '\\') i++;  // a backslash escapes the next character
+        else if (c === '"') quoted = false;
+      } else if (c === '"') {
+        quoted = true;
+      } else if (c === '[' || c === '{') {
+        if (++depth > deepest) deepest = depth;
+      } else if (c === ']' || c === '}') {
+        depth--;
+      }
+    }
+    return deepest;
+  }
   function checkKey(key) {
     if (typeof key !== 'string' || key.length === 0 || key.length > config.store_key_chars) {
       throw new TypeErrorCtor('store keys are non-empty strings of at most ' + config.store_key_chars + ' characters');
@@ -151,6 +183,11 @@ PRELUDE = r"""
     if (json.length > config.store_value_chars) {
       throw new ErrorCtor('store(' + stringify(key) + '): the value is ' + json.length +
         ' characters of JSON; at most ' + config.store_value_chars);
+    }
+    const depth = nesting(json);
+    if (depth > config.store_value_depth) {
+      throw new ErrorCtor('store(' + stringify(key) + '): the value is nested ' + depth +
+        ' levels deep; at most ' + config.store_value_depth);
     }
     if (old === undefined && count >= config.store_keys) {
       throw new ErrorCtor('store: at most ' + config.store_keys + ' keys');
@@ -398,6 +435,7 @@ _PRELUDE_CONFIG = (
     "store_value_chars",
     "store_keys",
     "store_total_chars",
+    "store_value_depth",
 )
 _STALLED = (
     "the script is waiting for a promise that nothing can settle (no tool call is outstanding); "

@@ -13,6 +13,7 @@ import asyncio
 from typing import Any
 
 from agentcore.errors import InputValidationError
+from agentcore.extensions.tasks.phase_state import read_terminal
 from agentcore.extensions.tasks.runner import TERMINAL, PhaseContext, TaskChild, TaskHandle, now_ms
 from agentcore.harness.projection import StoreView
 from agentcore.harness.storage import Commit, TaskRow
@@ -27,11 +28,12 @@ class _OfflineRuntime:
         return now_ms()
 
     async def commit(self, fn: Any, context: PhaseContext) -> None:
+        """Only a terminal outcome, checked like a live one (``phase_state``)."""
         state = fn(_NoChildren())
-        outcome = state.get("outcome") if isinstance(state, dict) and state.get("status") == "terminal" else None
-        if not isinstance(outcome, dict) or outcome.get("status") not in ("completed", "failed", "aborted"):
+        if not isinstance(state, dict) or state.get("status") != "terminal":
             raise InputValidationError("offline, abort may only commit a terminal outcome", field="state")
-        self._tasks.end(self.task_id, str(outcome["status"]), result=outcome.get("result"))
+        outcome = read_terminal(state)
+        self._tasks.end(self.task_id, outcome.status, result=outcome.result, error=outcome.error)
         context.committed = True
 
     async def sleep(self, wake_at_ms: int, context: PhaseContext) -> None:

@@ -5,7 +5,9 @@ version, status, phase, checkpoint, wake time, children. A phase runs as a sessi
 it ends by committing the next state (``runtime.commit``): the next phase with a new
 checkpoint, waiting on children, or a terminal outcome, written in one transaction with the
 children it creates. A crash at any point therefore resumes from the last committed state and
-never re-runs a committed phase; a phase that returns without committing fails the task.
+never re-runs a committed phase; a phase that returns without committing fails the task. What a
+phase commits is checked whole before anything is written (``phase_state.py``): a value the
+store cannot hold, or a phase its definition does not declare, is an error in the phase.
 
 Definitions come from the registry snapshot in force when a phase starts, so an update never
 changes code under a running phase; the next phase takes the newest compatible version, and a
@@ -29,6 +31,14 @@ from agentcore.errors import InputValidationError
 from agentcore.events import AgentEvent
 from agentcore.extensions.tasks.definitions import AgentTaskDefinition
 from agentcore.extensions.tasks.hooks import HookRunner
+from agentcore.extensions.tasks.phase_state import (
+    MAX_VALUE_BYTES,
+    PhaseState,
+    Running,
+    Terminal,
+    Waiting,
+    read_phase_state,
+)
 from agentcore.extensions.tasks.registry import AgentRegistry, RegistrySnapshot
 from agentcore.extensions.tasks.task_tools import bind_task_tool
 from agentcore.harness.storage import Commit, TaskRow
@@ -36,6 +46,7 @@ from agentcore.session.commands import check_strict_json
 from agentcore.session.contexts import Context
 from agentcore.session.extension import BaseExtension
 from agentcore.tools.base import AgentTool
+from agentcore.tools.display import clean_text
 
 if TYPE_CHECKING:
     from agentcore.session.commands import TaskCommand
@@ -45,8 +56,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentcore.tasks")
 
 TERMINAL = frozenset({"completed", "failed", "aborted", "orphaned"})
-OUTCOMES = ("completed", "failed", "aborted")
-MAX_CHECKPOINT_BYTES = 1024 * 1024
 ABORT_GRACE_S = 5.0
 
 
@@ -107,10 +116,14 @@ class TaskTransaction:
         self.rows: list[TaskRow] = []
 
     def create_task(self, name: str, input: Any = None, *, background: bool = True) -> str:
-        """A child owned by this task, created in the same commit; returns its id."""
+        """A child owned by this task, created in the same commit; returns its id. Checked like
+        the rest of the commit (its input as strict JSON), before anything is written."""
         definition = self._snapshot.task(name)
         if definition is None:
             raise InputValidationError(f"no registered task named {name!r}", field="name")
+        if not isinstance(background, bool):
+            kind = type(background).__name__
+            raise InputValidationError(f"background must be true or false, got {kind}", field="background")
         row = self._scheduler.new_row(
             definition,
             input,
@@ -125,17 +138,19 @@ class TaskTransaction:
 
 
 class TaskRuntime:
-    """``runtime`` in a phase: commit the next state, sleep durably, read the clock."""
+    """``runtime`` in a phase: commit the next state, sleep durably, read the clock. Bound to the
+    definition the phase runs under (the phases its commits may name)."""
 
-    def __init__(self, scheduler: TaskScheduler, task_id: str) -> None:
+    def __init__(self, scheduler: TaskScheduler, task_id: str, definition: AgentTaskDefinition) -> None:
         self._scheduler = scheduler
         self.task_id = task_id
+        self.definition = definition
 
     def now_ms(self) -> int:
         return now_ms()
 
     async def commit(self, fn: Any, context: PhaseContext) -> None:
-        self._scheduler.commit_state(self.task_id, fn, context)
+        self._scheduler.commit_state(self.task_id, fn, context, self.definition)
 
     async def sleep(self, wake_at_ms: int, context: PhaseContext) -> None:
         """Wait until the wall clock reaches ``wake_at_ms``; survives close and crash because the
@@ -288,7 +303,7 @@ class TaskScheduler(BaseExtension):
             checkpoint = definition.initial(input)
         except Exception as exc:
             raise InputValidationError(f"task {definition.name!r} rejected its input: {exc}", field="input") from exc
-        check_strict_json(checkpoint, "checkpoint", limit=MAX_CHECKPOINT_BYTES)
+        check_strict_json(checkpoint, "checkpoint", limit=MAX_VALUE_BYTES)
         stamp = now_ms()
         payload = {
             "kind": "task",
@@ -396,7 +411,7 @@ class TaskScheduler(BaseExtension):
         row = self.row(task_id)
         phase = definition.phases[context.phase]
         try:
-            await phase(self._handle(row), TaskRuntime(self, task_id), context)
+            await phase(self._handle(row), TaskRuntime(self, task_id, definition), context)
         except TaskCancelled:
             pass
         except asyncio.CancelledError:
@@ -418,16 +433,21 @@ class TaskScheduler(BaseExtension):
             self.driver.wake()
 
     def _finish(self, task_id: str, status: str, *, result: Any = None, error: str | None = None) -> None:
+        """End the task for the scheduler's own reason. ``error`` may quote an exception of the
+        phase, so it is made valid UTF-8 (``display.clean_text``, as for tool errors)."""
         row = self.row(task_id)
         if row.payload.get("status") in TERMINAL:
             return
+        error = None if error is None else clean_text(error)
         outcome = {"status": status, "result": result}
         self._write(row, status=status, outcome=outcome, error=error, wake_at=None, stopping=False)
         self.notify(task_id)
 
     # --- commit and sleep (called from phases) --------------------------------------------------
 
-    def commit_state(self, task_id: str, fn: Any, context: PhaseContext) -> None:
+    def commit_state(self, task_id: str, fn: Any, context: PhaseContext, definition: AgentTaskDefinition) -> None:
+        """Write the state ``fn(tx)`` returns (checked whole first: ``phase_state``) with the
+        children ``tx`` created, in one transaction."""
         if context.committed:
             raise RuntimeError(f"phase {context.phase!r} already committed: a phase commits once, then returns")
         row = self.row(task_id)
@@ -437,61 +457,13 @@ class TaskScheduler(BaseExtension):
         if payload.get("stopping") and not context.aborting:
             raise TaskCancelled(f"task {task_id} is being cancelled")
         tx = TaskTransaction(self, row, self.registry.snapshot)
-        state = fn(tx)
-        changes = self._transition(state, tx, row)
+        committed = fn(tx)
+        children = [*(payload.get("children") or []), *(child.task_id for child in tx.rows)]
+        phase, checkpoint = str(payload.get("phase")), payload.get("checkpoint")
+        state = read_phase_state(committed, definition, phase=phase, checkpoint=checkpoint, children=children)
         context.committed = True
-        self._write(row, tx.rows, **changes)
+        self._write(row, tx.rows, **_row_changes(state, children))
         self.notify(task_id)
-
-    def _transition(self, state: Any, tx: TaskTransaction, row: TaskRow) -> dict[str, Any]:
-        """Validate a phase's next state and turn it into row changes."""
-        if not isinstance(state, dict) or state.get("status") not in ("running", "waiting", "terminal"):
-            raise ValueError("commit must return {'status': 'running' | 'waiting' | 'terminal', ...}")
-        children = [*(row.payload.get("children") or []), *(child.task_id for child in tx.rows)]
-        status = state["status"]
-        if status == "terminal":
-            outcome = state.get("outcome")
-            if not isinstance(outcome, dict) or outcome.get("status") not in OUTCOMES:
-                raise ValueError("a terminal state needs outcome {'status': 'completed' | 'failed' | 'aborted'}")
-            check_strict_json(outcome.get("result"), "outcome.result", limit=MAX_CHECKPOINT_BYTES)
-            return {
-                "status": outcome["status"],
-                "outcome": {"status": outcome["status"], "result": outcome.get("result")},
-                "error": outcome.get("error") if outcome["status"] != "completed" else None,
-                "wake_at": None,
-                "children": children,
-                "stopping": False,
-            }
-        checkpoint = state.get("checkpoint", row.payload.get("checkpoint"))
-        check_strict_json(checkpoint, "checkpoint", limit=MAX_CHECKPOINT_BYTES)
-        if status == "running":
-            phase = state.get("phase")
-            if not isinstance(phase, str) or not phase:
-                raise ValueError("a running state needs the next 'phase'")
-            return {
-                "status": "running",
-                "phase": phase,
-                "checkpoint": checkpoint,
-                "wake_at": None,
-                "children": children,
-            }
-        waiting_on = state.get("on")
-        if not isinstance(waiting_on, list) or not all(isinstance(x, str) for x in waiting_on):
-            raise ValueError("a waiting state needs 'on': a list of task ids")
-        if state.get("policy", "all_settled") != "all_settled":
-            raise ValueError("the only waiting policy is 'all_settled'")
-        unknown = [x for x in waiting_on if x not in children]
-        if unknown:
-            raise ValueError(f"a task can only wait on its own children; not {unknown}")
-        return {
-            "status": "waiting",
-            "waiting_on": waiting_on,
-            "policy": "all_settled",
-            "resume_phase": state.get("phase") or row.payload.get("phase"),
-            "checkpoint": checkpoint,
-            "wake_at": None,
-            "children": children,
-        }
 
     async def sleep_until(self, task_id: str, wake_at: int, context: PhaseContext) -> None:
         row = self.row(task_id)
@@ -551,7 +523,7 @@ class TaskScheduler(BaseExtension):
         if definition is not None and definition.abort is not None:
             context = PhaseContext(task_id, "abort", aborting=True)
             try:
-                await definition.abort(self._handle(row), TaskRuntime(self, task_id), context)
+                await definition.abort(self._handle(row), TaskRuntime(self, task_id, definition), context)
             except Exception as exc:  # the cleanup failed: the task still ends, saying so
                 self._finish(task_id, "aborted", error=f"abort raised {type(exc).__name__}: {exc}")
                 return
@@ -583,3 +555,35 @@ class TaskScheduler(BaseExtension):
                 aborted.cancel()
             if abort.is_set():
                 return
+
+
+def _row_changes(state: PhaseState, children: list[str]) -> dict[str, Any]:
+    """The task row's fields a committed (checked) state sets."""
+    match state:
+        case Terminal():
+            return {
+                "status": state.status,
+                "outcome": {"status": state.status, "result": state.result},
+                "error": state.error,
+                "wake_at": None,
+                "children": children,
+                "stopping": False,
+            }
+        case Running():
+            return {
+                "status": "running",
+                "phase": state.phase,
+                "checkpoint": state.checkpoint,
+                "wake_at": None,
+                "children": children,
+            }
+        case Waiting():
+            return {
+                "status": "waiting",
+                "waiting_on": list(state.on),
+                "policy": "all_settled",
+                "resume_phase": state.phase,
+                "checkpoint": state.checkpoint,
+                "wake_at": None,
+                "children": children,
+            }
