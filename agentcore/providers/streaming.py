@@ -33,10 +33,7 @@ _KEEPALIVE_EVENT = "ping"  # Anthropic's keep-alive event; SSE comments never re
 DONE_MARKER = "[DONE]"
 """``data: [DONE]``: Chat Completions' terminal event; gateways (LiteLLM) end every wire with it."""
 
-EMPTY_FINISH = (
-    "the stream reported a normal finish with no content and no output tokens "
-    "(a gateway reports a cut upstream this way)"
-)
+EMPTY_FINISH = "the stream reported a normal finish but carried no content (a gateway reports a cut upstream so)"
 
 
 class SSEParser(Protocol):
@@ -81,10 +78,11 @@ def finish(
     failure: ProviderFailure | None,
     finish_reason: str | None = None,
 ) -> StreamEnd:
-    """The ``StreamEnd`` of a stream. A normal finish that brought nothing — no content and no
-    output tokens — is a dropped stream (``incomplete``, retried as any drop): a gateway whose
-    upstream died reports exactly that, and it is never a completed empty answer."""
-    if failure is None and stop_reason == "stop" and builder.is_empty() and not builder.usage.output_tokens:
+    """The ``StreamEnd`` of a stream. A normal finish that brought no content at all is a dropped
+    stream (``incomplete``, retried as any drop), never a completed empty answer: a gateway whose
+    upstream died reports exactly that (LiteLLM even reports the upstream's first output-token
+    count with it, so the usage cannot tell the two apart)."""
+    if failure is None and stop_reason == "stop" and builder.is_empty():
         failure = ProviderFailure("incomplete", EMPTY_FINISH)
     if failure is not None:
         stop_reason = "aborted" if failure.kind == "cancelled" else "error"

@@ -92,13 +92,16 @@ async def test_chat_stream_without_the_usage_chunk_it_asked_for_is_continued(mak
     assert final(events).status == "completed"
 
 
-async def test_an_empty_answer_that_was_billed_is_still_an_answer(make_agent, fake_server) -> None:
-    """A model may end a turn with no text (after a tool round); when output tokens were
-    reported it really answered, so only an empty finish *without* output tokens is a drop."""
-    fake_server.enqueue([Usage(input=30, output=2)])
+async def test_an_empty_normal_finish_is_a_drop_even_with_output_tokens(make_agent, fake_server) -> None:
+    """L2: LiteLLM translating Anthropic reports a cut as ``stop`` with the upstream's first
+    output-token count (1), so usage cannot tell a cut from an answer: any normal finish with no
+    content at all is a drop; ten of them fail the run naming the cause."""
+    fake_server.enqueue(*([Usage(input=30, output=1)] for _ in range(11)))
     agent = await make_agent("anthropic-messages")
     events = await collect(agent, "question")
-    assert final(events).status == "completed" and not [e for e in events if e.type == "retry"]
+    end = final(events)
+    assert end.status == "failed" and "interrupted 10 times" in (end.error or "")
+    assert "no content" in (end.error or "")
 
 
 LITELLM_UNSUPPORTED = (
