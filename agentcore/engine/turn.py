@@ -200,13 +200,14 @@ class TurnEngine(ToolRound, CompactionStep):
         watcher = asyncio.ensure_future(self.watch_cancel())
         if self.tracer is not None:
             log = self.log
+            captured = self._operation_input() if self.tracer.capture_content else []
             self.op_span = self.tracer.operation(
                 anchor=trace_anchor(op, log.storage.label, log.conversation_id, self.request_id),
                 conversation_id=log.conversation_id,
                 request_id=self.request_id,
                 mode=str((op or {}).get("mode", "build")),
                 resumed=recovering,
-                input_messages=self._operation_input(),
+                input_messages=captured,
             )
         try:
             async for event in self._drive(recovering):

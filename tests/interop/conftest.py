@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentcore.testing.fake_server import FakeProviderServer
-from tests.interop.tools import answers, free_port, program, stop, wait_until
+from tests.interop.tools import free_port, program, serving
 
 UPSTREAM_MODEL = "upstream-model"
 ROUTES = {
@@ -80,22 +79,10 @@ def litellm(upstream_server: FakeProviderServer, tmp_path_factory: pytest.TempPa
     root = tmp_path_factory.mktemp("litellm")
     config = root / "config.yaml"
     config.write_text(json.dumps(litellm_config(upstream_server)))  # JSON is YAML
-    log = root / "litellm.log"
     port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith(("OPENAI", "ANTHROPIC", "LITELLM"))}
     env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_TELEMETRY="False", NO_PROXY="*", no_proxy="*")
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(executable), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=root,
-            env=env,
-            start_new_session=True,
-        )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        took = wait_until(lambda: answers(f"{base}/health/liveliness"), "the LiteLLM proxy", process, log)
-        yield Proxy(base, log, took)
-    finally:
-        stop(process)
+    base = f"http://127.0.0.1:{port}"
+    command = [str(executable), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+    with serving(command, what="the LiteLLM proxy", health_url=f"{base}/health/liveliness", root=root, env=env) as took:
+        yield Proxy(base, root / "server.log", took)

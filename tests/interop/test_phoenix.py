@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ import pytest
 from agentcore import AgentInput, create_agent
 from agentcore.testing.steps import Text, ToolCall, Usage
 from agentcore.tracing import AgentTracing
-from tests.interop.tools import answers, free_port, program, stop, wait_until
+from tests.interop.tools import free_port, program, serving
 
 SPANS_PER_RUN = 4  # invoke_agent, chat (tool call), execute_tool, chat (answer)
 
@@ -31,7 +30,6 @@ SPANS_PER_RUN = 4  # invoke_agent, chat (tool call), execute_tool, chat (answer)
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("phoenix")
-    log = root / "phoenix.log"
     port = free_port()
     env = dict(
         os.environ,
@@ -41,21 +39,10 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         PHOENIX_GRPC_PORT=str(free_port()),
         PHOENIX_TELEMETRY_ENABLED="false",
     )
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(program("phoenix", "phoenix")), "serve"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=root,
-            start_new_session=True,
-        )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: answers(f"{base}/healthz"), "Phoenix", process, log)
+    base = f"http://127.0.0.1:{port}"
+    command = [str(program("phoenix", "phoenix")), "serve"]
+    with serving(command, what="Phoenix", health_url=f"{base}/healthz", root=root, env=env):
         yield base
-    finally:
-        stop(process)
 
 
 def phoenix_spans(base: str) -> list[dict[str, Any]]:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
+import signal
 import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -70,11 +72,23 @@ def wait_until(
     return time.monotonic() - started
 
 
+@contextlib.contextmanager
+def serving(command: list[str], *, what: str, health_url: str, root: Path, env: dict[str, str]) -> Iterator[float]:
+    """Run a server (in its own process group, output to ``root``/server.log) until it answers
+    ``health_url``; yield the seconds that took; stop it (and its children) afterwards."""
+    log = root / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, cwd=root, env=env, start_new_session=True
+        )
+    try:
+        yield wait_until(lambda: answers(health_url), what, process, log)
+    finally:
+        stop(process)
+
+
 def stop(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
     """Stop a server this test started (its own process group: the proxy's workers too)."""
-    import os
-    import signal
-
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
