@@ -21,18 +21,12 @@ from agentcore.testing.fake_server import FakeProviderServer
 from tests.interop.tools import free_port, program, serving
 
 UPSTREAM_MODEL = "upstream-model"
-ROUTES = {
-    "openai": "openai/",
-    "anthropic": "anthropic/",
-    "hosted_vllm": "hosted_vllm/",
-}
 
 
 @dataclass(frozen=True)
 class Proxy:
     base_url: str  # http://127.0.0.1:PORT (agentcore appends /v1 for the OpenAI kinds)
-    log: Path
-    started_in_s: float
+    log: Path  # the proxy's output, quoted by failing tests
 
 
 @pytest.fixture(scope="session")
@@ -84,5 +78,5 @@ def litellm(upstream_server: FakeProviderServer, tmp_path_factory: pytest.TempPa
     env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_TELEMETRY="False", NO_PROXY="*", no_proxy="*")
     base = f"http://127.0.0.1:{port}"
     command = [str(executable), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
-    with serving(command, what="the LiteLLM proxy", health_url=f"{base}/health/liveliness", root=root, env=env) as took:
-        yield Proxy(base, root / "server.log", took)
+    with serving(command, what="the LiteLLM proxy", health_url=f"{base}/health/liveliness", root=root, env=env):
+        yield Proxy(base, root / "server.log")

@@ -61,9 +61,11 @@ async def run(agent: Any, prompt: str) -> list[Any]:
         await agent.close()
 
 
-def ending(events: list[Any]) -> RunEndEvent:
+def completed(events: list[Any], proxy: Proxy) -> RunEndEvent:
+    """The run's end, which must be ``completed`` (else the error and the proxy's last output)."""
     end = events[-1]
     assert isinstance(end, RunEndEvent), end
+    assert end.status == "completed", f"{end.error}\n--- proxy log ---\n{proxy.log.read_text()[-3000:]}"
     return end
 
 
@@ -91,8 +93,7 @@ async def test_streams_runs_a_tool_and_completes_with_exact_usage(
     )
     agent = await agent_for(litellm, api_kind, route, workspace)
     events = await run(agent, "What is in the readme?")
-    end = ending(events)
-    assert end.status == "completed", end.error
+    end = completed(events, litellm)
     assert end.text == "It is a demo project for the gateway test."
     deltas = [e for e in events if e.type == "text_delta"]
     assert len(deltas) > 2, "streamed, not delivered in one piece"
@@ -128,8 +129,7 @@ async def test_an_upstream_killed_mid_stream_is_retried_not_answered_empty(
     )
     agent = await agent_for(litellm, api_kind, route, workspace)
     events = await run(agent, "Say something.")
-    end = ending(events)
-    assert end.status == "completed", end.error
+    end = completed(events, litellm)
     assert end.text == "The second attempt is whole."
     retries = [e for e in events if e.type == "retry"]
     assert [r.kind for r in retries] == ["dropped"], [r.reason for r in retries]
@@ -162,8 +162,7 @@ async def test_a_cut_after_content_on_a_passed_through_stream_is_continued(
     finally:
         forwarded.set()
         await agent.close()
-    end = ending(events)
-    assert end.status == "completed", end.error
+    completed(events, litellm)
     retries = [e for e in events if e.type == "retry"]
     assert [r.kind for r in retries] == ["dropped"], [r.reason for r in retries]
     assert "The first half," in str(fake.requests[1].json), "the continuation shows the model its text"
@@ -178,8 +177,9 @@ async def test_an_unknown_model_id_refused_reasoning_parameters_say_how_to_fix_i
     upstream request) with an error naming the parameter and both fixes."""
     agent = await agent_for(litellm, "openai-completions", "openai", workspace, model_attributes=None, effort="high")
     events = await run(agent, "hi")
-    end = ending(events)
-    assert end.status == "failed" and not [e for e in events if e.type == "retry"] and not fake.requests
+    end = events[-1]
+    assert isinstance(end, RunEndEvent) and end.status == "failed"
+    assert not [e for e in events if e.type == "retry"] and not fake.requests, "refused before any upstream call"
     error = end.error or ""
     assert "refused the parameter(s) reasoning_effort" in error
     assert '"reasoning": false' in error and "drop_params" in error
@@ -194,6 +194,6 @@ async def test_drop_params_lets_the_reasoning_fallback_through(
     agent = await agent_for(
         litellm, "openai-completions", "drop-params", workspace, model_attributes=None, effort="high"
     )
-    end = ending(await run(agent, "hi"))
-    assert end.status == "completed" and end.text == "fine"
+    end = completed(await run(agent, "hi"), litellm)
+    assert end.text == "fine"
     assert "reasoning_effort" not in fake.requests[0].json
