@@ -13,6 +13,14 @@ reinstalled only when ``pyproject.toml`` changed or a command needs an extra tha
 installed yet. The stamp records the ``pyproject.toml`` hash and the extras installed from it,
 so after ``test`` (whose extra includes ``studio``) a ``studio`` run installs nothing, and
 switching back and forth never reinstalls. A reinstall keeps every extra installed before.
+
+``test`` also installs the third-party programs the interop tests (``tests/interop``) run
+against — the LiteLLM proxy, the official MCP reference servers, Arize Phoenix — each into a
+virtual environment of its own (``INTEROP_TOOLS``), so none of them pins the project's
+dependencies. They live outside the checkout (``AGENTCORE_TOOLS_DIR``, default
+``~/.cache/agentcore-studio/tools``), named by a hash of their pins and completed by a stamp, so
+each is installed once per machine and reused by every checkout; the tests themselves never
+reach the network.
 """
 
 from __future__ import annotations
@@ -40,6 +48,16 @@ APT_PACKAGES = {
     "redis-server": "/usr/bin/redis-server",
     "postgresql": "/usr/lib/postgresql/*/bin/initdb",  # any major version
 }
+
+
+# Interop programs: name -> exact pins (one virtual environment each, see the module docstring).
+INTEROP_TOOLS: dict[str, tuple[str, ...]] = {
+    "litellm": ("litellm[proxy]==1.80.5",),
+    "mcp-reference": ("mcp-server-time==2026.10.19", "mcp-server-git==2026.10.19"),
+    "phoenix": ("arize-phoenix==20.26.1",),
+}
+REFUSED_RELEASES = {"litellm": {"1.107.0"}}  # known-compromised releases: never installed
+TOOLS_STAMP = ".installed"
 
 
 def _run(*cmd: str | os.PathLike[str], env: dict[str, str] | None = None) -> None:
@@ -125,6 +143,68 @@ def ensure_debian_packages() -> None:
     _run(apt, "install", "-y", "-qq", "--no-install-recommends", *missing, env=env)
 
 
+def tools_dir() -> Path:
+    return Path(os.environ.get("AGENTCORE_TOOLS_DIR") or Path.home() / ".cache" / "agentcore-studio" / "tools")
+
+
+def check_pins(requirements: tuple[str, ...]) -> None:
+    """Every requirement is an exact pin (``name[extras]==version``) of no refused release."""
+    for requirement in requirements:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[A-Za-z0-9_,.-]+\])?==([A-Za-z0-9_.+-]+)", requirement)
+        if match is None:
+            raise ValueError(f"interop tool requirement {requirement!r} is not an exact pin (name==version)")
+        name, version = _normalize(match.group(1)), match.group(3)
+        if version in REFUSED_RELEASES.get(name, set()):
+            raise ValueError(f"{name} {version} is a known-compromised release and is never installed")
+
+
+def tool_venv(name: str, root: Path | None = None) -> Path:
+    """Where tool ``name``'s virtual environment lives: its name and a hash of its pins."""
+    requirements = INTEROP_TOOLS[name]
+    digest = hashlib.sha256("\n".join(requirements).encode()).hexdigest()[:12]
+    return (root or tools_dir()) / f"{name}-{digest}"
+
+
+def tool_program(name: str, program: str, root: Path | None = None) -> Path | None:
+    """The executable ``program`` of tool ``name``, or ``None`` when that tool is not installed
+    (no completed install stamp)."""
+    venv_dir = tool_venv(name, root)
+    path = venv_dir / "bin" / program
+    return path if (venv_dir / TOOLS_STAMP).exists() and path.exists() else None
+
+
+def missing_tools(root: Path | None = None) -> list[str]:
+    return [name for name in INTEROP_TOOLS if not (tool_venv(name, root) / TOOLS_STAMP).exists()]
+
+
+def ensure_tools(root: Path | None = None) -> None:
+    """Install every missing interop tool, all at once (one pip each, in parallel), under a
+    lock so that two set-ups on one machine never build the same environment twice."""
+    import fcntl
+
+    base = root or tools_dir()
+    for name in INTEROP_TOOLS:
+        check_pins(INTEROP_TOOLS[name])
+    if not missing_tools(base):
+        return
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        running: list[tuple[str, Path, subprocess.Popen[bytes]]] = []
+        for name in missing_tools(base):
+            venv_dir = tool_venv(name, base)
+            venv.EnvBuilder(with_pip=True, clear=True).create(venv_dir)
+            cmd = [str(venv_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", *INTEROP_TOOLS[name]]
+            print("+", " ".join(cmd), flush=True)
+            running.append((name, venv_dir, subprocess.Popen(cmd, cwd=ROOT)))
+        failed = [name for name, _, process in running if process.wait() != 0]
+        for name, venv_dir, _ in running:
+            if name not in failed:
+                (venv_dir / TOOLS_STAMP).write_text(json.dumps(list(INTEROP_TOOLS[name])))
+        if failed:
+            sys.exit(f"could not install the interop tools {failed}")
+
+
 def cmd_studio(args: list[str]) -> None:
     ensure_venv(*EXTRAS["studio"])
     os.execv(str(PY), [str(PY), "manage.py", "studio", *args])
@@ -133,6 +213,7 @@ def cmd_studio(args: list[str]) -> None:
 def cmd_test(args: list[str]) -> None:
     ensure_venv(*EXTRAS["test"])
     ensure_debian_packages()
+    ensure_tools()
     _run(PY, "-m", "ruff", "check", ".")
     _run(PY, "-m", "mypy", "--strict", "agentcore")
     result = subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT)

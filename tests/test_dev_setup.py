@@ -118,3 +118,35 @@ def test_debian_packages_are_found_by_glob_so_any_postgresql_version_counts(tmp_
     assert dev.missing_debian_packages() == ["redis-server"]
     (tmp_path / "15" / "bin" / "initdb").unlink()
     assert dev.missing_debian_packages() == ["postgresql", "redis-server"]
+
+
+# --- interop tools (tests/interop): own virtual environments, exact pins ----------------------
+
+
+def test_interop_tools_are_exact_pins_and_never_a_compromised_release() -> None:
+    """Every interop tool is pinned exactly; LiteLLM is 1.80.5 and 1.107.0 (compromised) is refused."""
+    for requirements in dev.INTEROP_TOOLS.values():
+        dev.check_pins(requirements)
+    assert dev.INTEROP_TOOLS["litellm"] == ("litellm[proxy]==1.80.5",)
+    with pytest.raises(ValueError, match="compromised"):
+        dev.check_pins(("litellm[proxy]==1.107.0",))
+    with pytest.raises(ValueError, match="exact pin"):
+        dev.check_pins(("litellm>=1.80",))
+
+
+def test_interop_tool_environments_are_named_by_their_pins_and_complete_only_with_a_stamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool's environment is found only once its install finished (the stamp); a changed pin
+    is a new environment, so a half-built or outdated one is never used."""
+    assert dev.missing_tools(tmp_path) == list(dev.INTEROP_TOOLS)
+    venv_dir = dev.tool_venv("litellm", tmp_path)
+    (venv_dir / "bin").mkdir(parents=True)
+    (venv_dir / "bin" / "litellm").write_text("")
+    assert dev.tool_program("litellm", "litellm", tmp_path) is None, "no stamp: not installed"
+    (venv_dir / dev.TOOLS_STAMP).write_text("[]")
+    assert dev.tool_program("litellm", "litellm", tmp_path) == venv_dir / "bin" / "litellm"
+    assert "litellm" not in dev.missing_tools(tmp_path)
+    monkeypatch.setitem(dev.INTEROP_TOOLS, "litellm", ("litellm[proxy]==1.80.6",))
+    assert dev.tool_venv("litellm", tmp_path) != venv_dir and "litellm" in dev.missing_tools(tmp_path)
+

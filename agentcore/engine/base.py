@@ -191,15 +191,23 @@ class EngineBase:
         return last_assistant_text(self.log, self.request_id)
 
     def _end_chat_span(
-        self, span: Span, message: AssistantMessage, failure: ProviderFailure | None, usage: dict[str, Any]
+        self,
+        span: Span,
+        message: AssistantMessage,
+        failure: ProviderFailure | None,
+        usage: dict[str, Any],
+        finish_reason: str | None = None,
     ) -> None:
+        """``finish_reason``: the provider's own word (``tool_calls``, ``end_turn``), which the
+        conventions ask for; the normalized stop reason when the provider gave none."""
+        reason = finish_reason or message.stop_reason
         attributes = usage_attributes(usage)
         if self.tracer is not None and self.tracer.capture_content:
-            attributes["gen_ai__output__messages"] = output_messages(message)
+            attributes["gen_ai__output__messages"] = output_messages(message, reason)
         span.end(
             error=f"{failure.kind}: {failure.message}" if failure is not None else None,
             gen_ai__response__model=message.model or None,
-            gen_ai__response__finish_reasons=[message.stop_reason],
+            gen_ai__response__finish_reasons=[reason],
             **attributes,
         )
 

@@ -30,6 +30,7 @@ from agentcore.messages import (
 )
 from agentcore.prompts import load_prompt
 from agentcore.tools.ask_user import ASK_USER, format_answers, normalize_questions
+from agentcore.tracing import trace_anchor
 
 
 class Decisions(EngineBase):
@@ -89,7 +90,7 @@ class Decisions(EngineBase):
         op = self.log.op
         assert op is not None
         if self.tracer is not None:
-            anchor = (self.log.storage.label, self.log.conversation_id, self.request_id)
+            anchor = trace_anchor(op, self.log.storage.label, self.log.conversation_id, self.request_id)
             self.tracer.decision(self.op_span or anchor, approval_id=approval_id, approved=approved, notes=notes)
         history = [*op.get("plan_history", []), {"approval_id": approval_id, "approved": approved, "notes": notes}]
         if approved:

@@ -25,6 +25,7 @@ from agentcore.harness.projection import ConversationLog
 from agentcore.harness.storage import Commit, Receipt, RegisterWrite
 from agentcore.inputs import AgentInput
 from agentcore.messages import ImageContent, user_text
+from agentcore.tracing import new_trace_anchor
 
 RUN_SETTINGS = (
     "model_attributes",
@@ -80,6 +81,7 @@ def new_op(
         "budgets": {"connection": 0, "length": 0},
         "settings": settings,
         "pinned": pinned,
+        "trace": new_trace_anchor(),  # this request's own trace, kept across resumes
     }
 
 

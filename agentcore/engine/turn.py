@@ -50,8 +50,10 @@ from agentcore.events import (
 from agentcore.harness.storage import Commit
 from agentcore.messages import (
     AssistantMessage,
+    Message,
     TextContent,
     ThinkingContent,
+    UserMessage,
     message_to_dict,
     user_text,
 )
@@ -67,7 +69,7 @@ from agentcore.providers.base import (
     ToolCallEnd,
     WebSearchUpdate,
 )
-from agentcore.tracing import Span
+from agentcore.tracing import Span, final_output_messages, trace_anchor
 
 
 class CompactionStep(EngineBase):
@@ -128,7 +130,7 @@ class CompactionStep(EngineBase):
             if span is not None and self.tracer is not None:  # requests run one after another
                 chat = self.tracer.chat(
                     span,
-                    api_kind=cfg.model.api_kind,
+                    provider=cfg.model.provider,
                     model=cfg.model.model_id,
                     max_tokens=max_tokens,
                     step=op["step"],
@@ -197,12 +199,15 @@ class TurnEngine(ToolRound, CompactionStep):
             return
         watcher = asyncio.ensure_future(self.watch_cancel())
         if self.tracer is not None:
+            log = self.log
+            captured = self._operation_input() if self.tracer.capture_content else []
             self.op_span = self.tracer.operation(
-                store=self.log.storage.label,
-                conversation_id=self.log.conversation_id,
+                anchor=trace_anchor(op, log.storage.label, log.conversation_id, self.request_id),
+                conversation_id=log.conversation_id,
                 request_id=self.request_id,
                 mode=str((op or {}).get("mode", "build")),
                 resumed=recovering,
+                input_messages=captured,
             )
         try:
             async for event in self._drive(recovering):
@@ -212,7 +217,19 @@ class TurnEngine(ToolRound, CompactionStep):
             if self.op_span is not None:
                 final = self.final
                 error = f"{final.error_code}: {final.error}" if final and final.status == "failed" else None
-                self.op_span.end(error=error, agentcore__status=final.status if final else "interrupted")
+                output = {}
+                if final is not None and self.tracer is not None and self.tracer.capture_content:
+                    output["gen_ai__output__messages"] = final_output_messages(final.text, final.status)
+                self.op_span.end(error=error, agentcore__status=final.status if final else "interrupted", **output)
+
+    def _operation_input(self) -> list[Message]:
+        """The user's own messages of this operation (not the runtime's continuation prompts)."""
+        log = self.log
+        return [
+            message
+            for message, op, synthetic in zip(log.messages, log.message_ops, log.message_synthetic, strict=False)
+            if op == self.request_id and not synthetic and isinstance(message, UserMessage)
+        ]
 
     async def _drive(self, recovering: bool) -> AsyncIterator[AgentEvent]:
         if recovering:
@@ -297,7 +314,7 @@ class TurnEngine(ToolRound, CompactionStep):
             web_search=cfg.web_search,
             session_id=self.log.conversation_id,
         )
-        span = self._chat_span(cfg, step, attempt)
+        span = self._chat_span(cfg, request, step, attempt)
         try:
             async for event in self._stream_response(op, cfg, request, span):
                 yield event
@@ -305,16 +322,18 @@ class TurnEngine(ToolRound, CompactionStep):
             if span is not None:
                 span.end(error="interrupted")  # a no-op when the settlement ended it
 
-    def _chat_span(self, cfg: TurnConfig, step: int, attempt: int) -> Span | None:
+    def _chat_span(self, cfg: TurnConfig, request: ProviderRequest, step: int, attempt: int) -> Span | None:
         if self.tracer is None or self.op_span is None:
             return None
         return self.tracer.chat(
             self.op_span,
-            api_kind=cfg.model.api_kind,
+            provider=cfg.model.provider,
             model=cfg.model.model_id,
             max_tokens=cfg.max_tokens,
             step=step,
             attempt=attempt,
+            system_prompt=request.system_prompt,
+            messages=request.messages,
         )
 
     async def _stream_response(
@@ -511,7 +530,8 @@ class TurnEngine(ToolRound, CompactionStep):
         if final is None:
             self.log.commit(commit)
         if span is not None:
-            self._end_chat_span(span, message, failure, dict(usage_row.payload, record_id=record_id))
+            usage = dict(usage_row.payload, record_id=record_id)
+            self._end_chat_span(span, message, failure, usage, end.finish_reason)
         for item in pending:
             yield item
         async for event in self._after_settle(usage_row.payload, record_id):

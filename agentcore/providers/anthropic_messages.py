@@ -43,11 +43,11 @@ from agentcore.providers.shared import (
     HistoryPrefix,
     MessageBuilder,
     WireCache,
-    classify_payload,
     dumps,
     mapped_effort,
     same_model,
     splice_body,
+    stream_error,
     token_count,
     wire_scope,
 )
@@ -239,12 +239,16 @@ class AnthropicParser:
         self.done = False
         self.failure: ProviderFailure | None = None
         self.stop_reason: StopReason = "stop"
+        self.finish_reason: str | None = None
         self.blocks: dict[int, tuple[str, int]] = {}
         self.server_tools: dict[int, tuple[dict[str, Any], list[str]]] = {}
         self.cited: set[str] = set()
 
     def on_end(self) -> Iterable[StreamEvent]:
         return ()
+
+    def end_marker(self) -> None:
+        """``[DONE]`` is not an Anthropic event: without ``message_stop`` the stream is incomplete."""
 
     def feed(self, sse: ServerSentEvent) -> Iterable[StreamEvent]:
         kind = sse.event
@@ -264,10 +268,11 @@ class AnthropicParser:
             reason = (data.get("delta") or {}).get("stop_reason")
             if reason:
                 self.stop_reason = _STOP.get(reason, "stop")
+                self.finish_reason = reason
         elif kind == "message_stop":
             self.done = True
-        elif kind == "error":
-            self.failure = classify_payload(data)
+        elif (failure := stream_error(data)) is not None:  # ``event: error``, or a gateway's bare error object
+            self.failure = failure
             self.done = True
         return ()
 

@@ -129,6 +129,7 @@ class StreamEnd:
     message: AssistantMessage
     failure: ProviderFailure | None = None
     usage: Usage | None = None
+    finish_reason: str | None = None  # the provider's own (``tool_calls``, ``end_turn``, ...), for traces
     type: Literal["stream_end"] = "stream_end"
 
 

@@ -10,6 +10,9 @@ Studio). Choices made for that breadth:
 - Tool results cannot hold images, so images from a run of tool results follow it in one
   user message.
 - ``stream_options.include_usage`` asks for the usage chunk; ``[DONE]`` is the terminal event.
+  A stream that ends with ``[DONE]`` but without the usage chunk it asked for was cut: LiteLLM,
+  when its upstream dies, sends ``finish_reason: "stop"`` and ``[DONE]`` and drops the rest, so
+  it is a dropped stream (retried, or continued after content), never a completed answer.
 """
 
 from __future__ import annotations
@@ -38,13 +41,13 @@ from agentcore.providers.shared import (
     MessageBuilder,
     WireCache,
     bearer_headers,
-    classify_payload,
     dumps,
     endpoint,
     image_url,
     json_object,
     openai_effort,
     splice_body,
+    stream_error,
     token_count,
     wire_scope,
 )
@@ -153,29 +156,40 @@ class CompletionsParser:
     """Chat chunks → stream events. Text and reasoning open a new block when the kind
     switches; tool calls are keyed by their ``index`` and closed at ``finish_reason``."""
 
-    def __init__(self, builder: MessageBuilder) -> None:
+    def __init__(self, builder: MessageBuilder, *, expects_usage: bool = True) -> None:
         self.builder = builder
         self.done = False
         self.failure: ProviderFailure | None = None
         self.stop_reason: StopReason = "stop"
+        self.finish_reason: str | None = None
         self.current: tuple[str, int] | None = None
         self.tools: dict[int, int] = {}
         self.finished = False
+        self.expects_usage = expects_usage
+        self.got_usage = False
 
     def on_end(self) -> Iterable[StreamEvent]:
         return self.builder.close_all_tools() if self.done else ()
 
+    def end_marker(self) -> None:
+        self.done = True
+        if self.failure is None and self.expects_usage and not self.got_usage:
+            self.failure = ProviderFailure(
+                "incomplete",
+                "the stream ended ([DONE]) without the usage chunk it asked for (stream_options.include_usage): "
+                "it was cut short",
+            )
+
     def feed(self, sse: ServerSentEvent) -> Iterable[StreamEvent]:
-        if sse.data == "[DONE]":
-            self.done = True
-            return ()
         chunk = loads(sse.data)
-        if chunk.get("error"):
-            self.failure = classify_payload(chunk)
+        failure = stream_error(chunk)
+        if failure is not None:
+            self.failure = failure
             self.done = True
             return ()
         usage = chunk.get("usage")
         if usage and isinstance(usage, dict):
+            self.got_usage = True
             self._usage(usage)
         choices = chunk.get("choices")
         if not choices:
@@ -233,6 +247,7 @@ class CompletionsParser:
     def _finish(self, reason: str, events: list[StreamEvent]) -> None:
         events.extend(self.builder.close_all_tools())
         self.finished = True
+        self.finish_reason = reason
         if reason == "abort":
             self.failure = ProviderFailure(
                 "provider_aborted", "the server aborted the generation (finish_reason: abort)"

@@ -50,6 +50,7 @@ from agentcore.providers.shared import (
     openai_effort,
     same_model,
     splice_body,
+    stream_error,
     token_count,
     wire_scope,
 )
@@ -103,10 +104,20 @@ def _assistant_items(message: AssistantMessage, model: ResolvedModel) -> list[di
                 except json.JSONDecodeError:
                     continue
                 if isinstance(reasoning, dict) and reasoning.get("type") == "reasoning":
-                    items.append(reasoning)
+                    items.append(reasoning_param(reasoning))
         elif isinstance(block, NativeContent) and replay and block.api_kind == API_KIND:
             items.append(block.payload)
     return items
+
+
+_REASONING_PARAM_KEYS = ("id", "type", "summary", "content", "encrypted_content", "status")
+
+
+def reasoning_param(item: dict[str, Any]) -> dict[str, Any]:
+    """A received reasoning item as the input item the API accepts (``ResponseReasoningItemParam``):
+    only its keys, and none that is null — the service sends ``"content": null, "status": null``
+    and refuses them back. Applied when replaying, so items stored before this rule are cleaned too."""
+    return {key: item[key] for key in _REASONING_PARAM_KEYS if item.get(key) is not None}
 
 
 def message_items(message: Message, model: ResolvedModel) -> list[dict[str, Any]]:
@@ -144,18 +155,30 @@ def tool_dicts(tools: list[ToolSpec], web_search: bool) -> list[dict[str, Any]]:
 
 
 class ResponsesParser:
-    """Responses SSE → stream events. Keyed by ``output_index`` of each output item."""
+    """Responses SSE → stream events. Keyed by ``output_index`` of each output item.
+
+    The terminal response's ``output`` is the whole answer: items in it that the stream did not
+    carry (a gateway translating another protocol streams text but puts function calls only
+    there) are built from it, in output order, after the streamed ones."""
 
     def __init__(self, builder: MessageBuilder) -> None:
         self.builder = builder
         self.done = False
         self.failure: ProviderFailure | None = None
         self.stop_reason: StopReason = "stop"
+        self.finish_reason: str | None = None
         self.blocks: dict[int, int] = {}
+        self.streamed: dict[int, str] = {}  # output_index → type of each item the stream added
+        self.streamed_ids: set[str] = set()
+        self.finished: set[int] = set()  # output indices whose ``output_item.done`` arrived
         self.cited: set[str] = set()
 
     def on_end(self) -> Iterable[StreamEvent]:
         return ()
+
+    def end_marker(self) -> None:
+        """``[DONE]`` is not a Responses event (LiteLLM sends it): without ``response.completed``
+        the stream is incomplete."""
 
     def feed(self, sse: ServerSentEvent) -> Iterable[StreamEvent]:
         data = loads(sse.data)
@@ -168,8 +191,13 @@ class ResponsesParser:
         if kind == "response.reasoning_summary_text.delta":
             return (b.thinking(self.blocks[data["output_index"]], data["delta"]),)
         if kind == "response.output_item.added":
-            return self._item_added(data["output_index"], data["item"])
+            index, item = data["output_index"], data["item"]
+            self.streamed[index] = str(item.get("type"))
+            if item.get("id"):
+                self.streamed_ids.add(str(item["id"]))
+            return self._item_added(index, item)
         if kind == "response.output_item.done":
+            self.finished.add(data["output_index"])
             return self._item_done(data["output_index"], data["item"])
         if kind == "response.reasoning_summary_part.added" and data.get("summary_index", 0) > 0:
             index = self.blocks.get(data["output_index"])
@@ -177,10 +205,10 @@ class ResponsesParser:
                 return (b.thinking(index, "\n\n"),)
             return ()
         if kind in ("response.completed", "response.incomplete", "response.failed"):
-            self._terminal(data.get("response") or {})
-            return ()
-        if kind == "error":
-            self.failure = classify_payload(data)
+            return self._terminal(data.get("response") or {})
+        failure = stream_error(data)  # the ``error`` event, or a gateway's bare error object
+        if failure is not None:
+            self.failure = failure
             self.done = True
         return ()
 
@@ -209,17 +237,36 @@ class ResponsesParser:
             end = b.close_tool(index, item.get("arguments"))
             return (end,) if end is not None else ()
         if item_type == "reasoning" and index is not None:
+            events: list[StreamEvent] = []
             if not b.has_parts(index):
                 summary = "\n\n".join(p.get("text", "") for p in item.get("summary") or [])
                 if summary:
-                    b.thinking(index, summary)
+                    events.append(b.thinking(index, summary))
             b.set_signature(index, json.dumps(item))
-            return ()
+            return events
         if item_type == "message" and index is not None:
             return self._message_done(index, item)
         if item_type == "web_search_call":
             return self._search_done(item)
         return ()
+
+    def _unstreamed(self, output: list[Any]) -> list[StreamEvent]:
+        """Build each item of the terminal ``output`` the stream did not (fully) carry. An item
+        counts as streamed when its id was streamed or an item of its type was added at its
+        position (translating gateways give every event a new id); a streamed item whose
+        ``output_item.done`` never came is completed from it."""
+        events: list[StreamEvent] = []
+        for position, item in enumerate(output):
+            if not isinstance(item, dict):
+                continue
+            if str(item.get("id")) in self.streamed_ids or self.streamed.get(position) == item.get("type"):
+                if position not in self.finished:
+                    events.extend(self._item_done(position, item))
+                continue
+            key = -1 - position  # its own block key: the position may hold a streamed item of another type
+            events.extend(self._item_added(key, item))
+            events.extend(self._item_done(key, item))
+        return events
 
     def _message_done(self, index: int, item: dict[str, Any]) -> Iterable[StreamEvent]:
         b = self.builder
@@ -235,9 +282,12 @@ class ResponsesParser:
                     if note.get("title"):
                         source["title"] = note["title"]
                     sources.append(source)
+        events: list[StreamEvent] = []
         if not b.has_parts(index) and any(texts):
-            b.text(index, "".join(texts))
-        return (SourcesFound(sources),) if sources else ()
+            events.append(b.text(index, "".join(texts)))
+        if sources:
+            events.append(SourcesFound(sources))
+        return events
 
     def _search_done(self, item: dict[str, Any]) -> Iterable[StreamEvent]:
         self.builder.add_native(API_KIND, item)
@@ -254,7 +304,7 @@ class ResponsesParser:
             search["error"] = "web search failed"
         return (WebSearchUpdate(search),)
 
-    def _terminal(self, response: dict[str, Any]) -> None:
+    def _terminal(self, response: dict[str, Any]) -> Iterable[StreamEvent]:
         self.done = True
         usage = response.get("usage")
         if usage and isinstance(usage, dict):
@@ -266,6 +316,11 @@ class ResponsesParser:
             u.reasoning_tokens = token_count(json_object(usage.get("output_tokens_details")), "reasoning_tokens") or 0
         status = response.get("status")
         reason = (response.get("incomplete_details") or {}).get("reason")
+        self.finish_reason = str(reason or status) if (reason or status) else None
+        events: list[StreamEvent] = []
+        output = response.get("output")
+        if status in ("completed", "incomplete") and isinstance(output, list):
+            events = self._unstreamed(output)
         if status == "failed":
             self.failure = classify_payload(response.get("error") or {"message": "the response failed"})
         elif status == "cancelled":
@@ -277,9 +332,9 @@ class ResponsesParser:
         elif status == "incomplete" and reason != "content_filter":
             self.failure = ProviderFailure("provider_aborted", f"the response is incomplete ({reason})")
         else:
-            output = response.get("output") or []
-            called = any(isinstance(item, dict) and item.get("type") == "function_call" for item in output)
+            called = any(isinstance(item, dict) and item.get("type") == "function_call" for item in output or [])
             self.stop_reason = "tool_use" if self.builder.tool_calls or called else "stop"
+        return events
 
 
 class OpenAIResponsesProvider(SSEAdapter):

@@ -184,34 +184,103 @@ def classify_status(status: int, body: bytes, headers: httpx.Headers) -> Provide
     """An HTTP error response → failure kind (the only place statuses get a meaning)."""
     text = body.decode("utf-8", "replace")
     try:
-        message, code, kind = error_fields(loads(text))
+        payload = loads(text)
     except json.JSONDecodeError:
+        payload = None
+    if payload is not None:
+        message, code, kind = error_fields(payload)
+    else:
         message, code, kind = text.strip()[:500] or f"HTTP {status}", None, None
-    described = f"HTTP {status}: {message}"
-    retry_after = parse_retry_after(headers)
+    return _classify(f"HTTP {status}: {message}", message, code, kind, status, parse_retry_after(headers), payload)
+
+
+def classify_payload(payload: Any) -> ProviderFailure:
+    """An error reported inside a 200 stream (SSE ``error`` event, ``response.failed``, a
+    gateway's bare ``{"error": {...}}``). A ``code`` that is an HTTP status (LiteLLM sends
+    ``"503"``) is classified exactly as that status would be."""
+    message, code, kind = error_fields(payload)
+    return _classify(message, message, code, kind, _status_code(code), None, payload)
+
+
+def stream_error(data: Any) -> ProviderFailure | None:
+    """The failure an SSE event reports, or ``None`` when it is not an error: a protocol
+    ``{"type": "error", ...}`` event (Responses, Messages) or an error object without a ``type``
+    (Chat Completions, and LiteLLM on every wire: ``{"error": {"message", "type", "code"}}``)."""
+    if not isinstance(data, dict):
+        return None
+    if data.get("type") == "error" or (data.get("error") and "type" not in data):
+        return classify_payload(data)
+    return None
+
+
+def _status_code(code: str | None) -> int | None:
+    if code is not None and code.isdigit() and 100 <= int(code) <= 599:
+        return int(code)
+    return None
+
+
+def _classify(
+    described: str,
+    message: str,
+    code: str | None,
+    kind: str | None,
+    status: int | None,
+    retry_after: float | None,
+    payload: Any,
+) -> ProviderFailure:
     if is_overflow(message, code) or status == 413 or kind == "request_too_large":
         return ProviderFailure("overflow", described, status)
     if status == 402 or code in _QUOTA_CODES or kind == "billing_error" or _QUOTA.search(message):
         return ProviderFailure("quota", described, status)
+    if status is None:
+        for key in (kind, code):
+            if key in _ERROR_TYPE_KINDS:
+                failure_kind, mapped = _ERROR_TYPE_KINDS[key]
+                return ProviderFailure(failure_kind, described, mapped)  # type: ignore[arg-type]
+        return ProviderFailure("provider_error", described)
     if status in (401, 403):
         return ProviderFailure("auth", described, status)
     if status in (408, 409, 429) or status >= 500:
         return ProviderFailure("status", described, status, retry_after)
+    refused = refused_parameters(message, payload)
+    if refused:
+        described = f"{described}\n{refused_parameters_hint(refused)}"
     return ProviderFailure("bad_request", described, status)
 
 
-def classify_payload(payload: Any) -> ProviderFailure:
-    """An error reported inside a 200 stream (SSE ``error`` event, ``response.failed``)."""
-    message, code, kind = error_fields(payload)
-    if is_overflow(message, code):
-        return ProviderFailure("overflow", message)
-    if code in _QUOTA_CODES or kind == "billing_error" or _QUOTA.search(message):
-        return ProviderFailure("quota", message)
-    for key in (kind, code):
-        if key in _ERROR_TYPE_KINDS:
-            failure_kind, status = _ERROR_TYPE_KINDS[key]
-            return ProviderFailure(failure_kind, message, status)  # type: ignore[arg-type]
-    return ProviderFailure("provider_error", message)
+_REFUSED = (
+    re.compile(r"does not support parameters?:?\s*\[([^\]]*)\]", re.IGNORECASE),  # LiteLLM UnsupportedParamsError
+    re.compile(r"unsupported parameter:?\s*'([^']+)'", re.IGNORECASE),  # OpenAI
+    re.compile(r"unrecognized request arguments? supplied:?\s*(\w+(?:\s*,\s*\w+)*)", re.IGNORECASE),  # OpenAI, older
+)
+REASONING_PARAMETERS = frozenset({"reasoning_effort", "reasoning", "thinking", "include"})
+
+
+def refused_parameters(message: str, payload: Any) -> list[str]:
+    """The request parameters a 400 says the endpoint does not support (empty: none named)."""
+    names: list[str] = []
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict) and error.get("code") == "unsupported_parameter" and isinstance(error.get("param"), str):
+        names.append(error["param"])
+    for pattern in _REFUSED:
+        for match in pattern.finditer(message):
+            names.extend(n.strip(" '\"") for n in match.group(1).split(","))
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def refused_parameters_hint(names: list[str]) -> str:
+    """What to do about refused parameters. The reasoning ones are sent because a model id
+    agentcore does not know is assumed to reason (SPEC M2), which a gateway in front of a
+    model without reasoning refuses unless it drops them."""
+    listed = ", ".join(names)
+    if REASONING_PARAMETERS.intersection(names):
+        return (
+            f"The endpoint refused the parameter(s) {listed}. agentcore sends them because it treats this "
+            "model as a reasoning model (a model id it does not know is assumed to reason): set "
+            'model_attributes {"reasoning": false} for this model, or let the gateway drop parameters a '
+            "model does not support (LiteLLM: litellm_settings.drop_params: true)."
+        )
+    return f"The endpoint refused the parameter(s) {listed}."
 
 
 def parse_arguments(text: str) -> dict[str, Any]:
@@ -329,6 +398,19 @@ class MessageBuilder:
 
     def close_all_tools(self) -> list[ToolCallEnd]:
         return [end for index in list(self.tools) if (end := self.close_tool(index)) is not None]
+
+    def is_empty(self) -> bool:
+        """Nothing was received: no text, no thinking, no tool call, no native content."""
+        for index, block in enumerate(self.blocks):
+            if isinstance(block, TextContent):
+                if block.text or any(self.parts.get(index, ())):
+                    return False
+            elif isinstance(block, ThinkingContent):
+                if block.thinking or block.signature or any(self.parts.get(index, ())):
+                    return False
+            elif block is not None:
+                return False
+        return True
 
     def add_native(self, api_kind: str, payload: dict[str, Any]) -> None:
         self.blocks.append(NativeContent(api_kind, self.model.model_id, payload))

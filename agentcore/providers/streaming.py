@@ -30,15 +30,28 @@ from agentcore.providers.stream_limits import StreamTimeouts, output_cap_chars
 _KEEPALIVE_EVENT = "ping"  # Anthropic's keep-alive event; SSE comments never reach the parser
 
 
+DONE_MARKER = "[DONE]"
+"""``data: [DONE]``: Chat Completions' terminal event; gateways (LiteLLM) end every wire with it."""
+
+EMPTY_FINISH = "the stream reported a normal finish but carried no content (a gateway reports a cut upstream so)"
+
+
 class SSEParser(Protocol):
     """A protocol's event interpreter. ``feed`` returns the stream events for one SSE event;
-    ``done`` is set by the terminal event; ``failure``/``stop_reason`` describe the end."""
+    ``done`` is set by the terminal event; ``failure``/``stop_reason`` describe the end and
+    ``finish_reason`` is the provider's own word for it (``tool_calls``, ``end_turn``, ...)."""
 
     done: bool
     failure: ProviderFailure | None
     stop_reason: StopReason
+    finish_reason: str | None
 
     def feed(self, sse: ServerSentEvent) -> Iterable[StreamEvent]: ...
+
+    def end_marker(self) -> None:
+        """``data: [DONE]`` arrived: the stream is over, whether or not it was the protocol's
+        terminal event (set ``done`` only where it is)."""
+        ...
 
     def on_end(self) -> Iterable[StreamEvent]:
         """Events owed when the stream ends (e.g. tool calls closed by the terminal chunk)."""
@@ -59,12 +72,22 @@ class _Overrun(Exception):
 
 
 def finish(
-    builder: MessageBuilder, api_kind: str, stop_reason: StopReason, failure: ProviderFailure | None
+    builder: MessageBuilder,
+    api_kind: str,
+    stop_reason: StopReason,
+    failure: ProviderFailure | None,
+    finish_reason: str | None = None,
 ) -> StreamEnd:
+    """The ``StreamEnd`` of a stream. A normal finish that brought no content at all is a dropped
+    stream (``incomplete``, retried as any drop), never a completed empty answer: a gateway whose
+    upstream died reports exactly that (LiteLLM even reports the upstream's first output-token
+    count with it, so the usage cannot tell the two apart)."""
+    if failure is None and stop_reason == "stop" and builder.is_empty():
+        failure = ProviderFailure("incomplete", EMPTY_FINISH)
     if failure is not None:
         stop_reason = "aborted" if failure.kind == "cancelled" else "error"
     message = builder.message(api_kind, stop_reason, failure)
-    return StreamEnd(message, failure, message.usage)
+    return StreamEnd(message, failure, message.usage, finish_reason)
 
 
 class SSEAdapter:
@@ -181,7 +204,8 @@ class SSEAdapter:
                     chunks = response.aiter_bytes() if "content-encoding" in response.headers else response.aiter_raw()
                     decoder = SSEDecoder()
                     cap = output_cap_chars(self.output_limit(request))
-                    while not parser.done:
+                    ended = False
+                    while not parser.done and not ended:
                         if guard.aborted:
                             raise _Interrupted("abort")
                         guard.enter()
@@ -197,6 +221,10 @@ class SSEAdapter:
                         for sse in decoder.feed(chunk):
                             if sse.event != _KEEPALIVE_EVENT:
                                 guard.fresh = True
+                            if sse.data == DONE_MARKER:
+                                parser.end_marker()
+                                ended = True
+                                break
                             for event in parser.feed(sse):
                                 yield event
                             if parser.done:
@@ -254,7 +282,7 @@ class SSEAdapter:
                     await response.aclose()
         except Exception as exc:  # closing the response failed; never raise once streaming started
             failure = failure or ProviderFailure("connection", f"connection error: {exc}")
-        yield finish(builder, api_kind, parser.stop_reason, failure)
+        yield finish(builder, api_kind, parser.stop_reason, failure, parser.finish_reason)
 
     def _interrupted(self, cause: Cause) -> ProviderFailure:
         if cause == "abort":

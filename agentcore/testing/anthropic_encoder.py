@@ -16,6 +16,7 @@ from agentcore.testing.encoder import (
     argument_chunks,
     error_body_bytes,
     error_headers,
+    gateway_error_frame,
     new_id,
     sse_frame,
 )
@@ -167,10 +168,20 @@ class AnthropicEncoder(Encoder):
             frames.append(_event({"type": "message_stop"}))
         return frames
 
+    def gateway_cut(self) -> list[bytes]:
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        return [_event(delta), _event({"type": "message_stop"})]
+
     def aborted(self, step: Aborted) -> list[bytes]:
         return self.stream_error(StreamError(f"request {step.reason}", "api_error"))
 
     def stream_error(self, step: StreamError) -> list[bytes]:
+        if step.gateway:
+            return [gateway_error_frame(step)]
         return [
             _event({"type": "error", "error": {"type": step.error_type or "overloaded_error", "message": step.message}})
         ]

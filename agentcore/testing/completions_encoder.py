@@ -11,11 +11,13 @@ import time
 from typing import Any
 
 from agentcore.testing.encoder import (
+    DONE_FRAME,
     Encoder,
     ErrorResponse,
     argument_chunks,
     error_body_bytes,
     error_headers,
+    gateway_error_frame,
     new_id,
     sse_frame,
 )
@@ -122,10 +124,18 @@ class CompletionsEncoder(Encoder):
             frames.append(sse_frame("[DONE]"))
         return frames
 
+    def done_marker_end(self, stop: str) -> list[bytes]:
+        return [self._chunk({}, _FINISH.get(stop, "stop")), DONE_FRAME]  # [DONE] without the usage chunk
+
+    def gateway_cut(self) -> list[bytes]:
+        return [self._chunk({}, "stop"), DONE_FRAME]
+
     def aborted(self, step: Aborted) -> list[bytes]:
         return [self._chunk({}, "abort"), *self._usage_chunk(), sse_frame("[DONE]")]
 
     def stream_error(self, step: StreamError) -> list[bytes]:
+        if step.gateway:
+            return [gateway_error_frame(step)]
         error = {"message": step.message, "type": step.error_type or "server_error", "param": None, "code": step.code}
         return [sse_frame({"error": error})]
 

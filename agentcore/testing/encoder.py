@@ -39,6 +39,16 @@ def sse_frame(data: dict[str, Any] | str, event: str | None = None) -> bytes:
     return f"event: {event}\ndata: {payload}\n\n".encode()
 
 
+DONE_FRAME = b"data: [DONE]\n\n"
+
+
+def gateway_error_frame(step: StreamError) -> bytes:
+    """LiteLLM's mid-stream error on every wire: a bare error object, no ``event:`` line, no
+    ``type``, the HTTP status as ``code`` text."""
+    error = {"message": step.message, "type": step.error_type, "param": None, "code": step.code}
+    return sse_frame({"error": error})
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:24]}"
 
@@ -107,6 +117,15 @@ class Encoder(ABC):
     @abstractmethod
     def finish(self, stop: str, *, terminal: bool) -> list[bytes]:
         """The closing events; ``terminal=False`` omits only the terminal event itself."""
+
+    def done_marker_end(self, stop: str) -> list[bytes]:
+        """``NoTerminal(done_marker=True)``: the closing events without the terminal one, then
+        ``data: [DONE]`` (what a gateway sends when its upstream stopped)."""
+        return [*self.finish(stop, terminal=False), DONE_FRAME]
+
+    @abstractmethod
+    def gateway_cut(self) -> list[bytes]:
+        """``GatewayCut``: the protocol's normal finish with nothing more and no usage."""
 
     @abstractmethod
     def aborted(self, step: Aborted) -> list[bytes]: ...

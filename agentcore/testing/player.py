@@ -20,6 +20,7 @@ from agentcore.testing.steps import (
     Delay,
     Disconnect,
     Endless,
+    GatewayCut,
     Hang,
     HttpError,
     NoTerminal,
@@ -189,7 +190,11 @@ class Player:
             await self._emit(encoder.aborted(step))
             return True
         elif isinstance(step, NoTerminal):
-            await self._emit(encoder.finish(stop, terminal=False))
+            frames = encoder.done_marker_end(stop) if step.done_marker else encoder.finish(stop, terminal=False)
+            await self._emit(frames)
+            return True
+        elif isinstance(step, GatewayCut):
+            await self._emit(encoder.gateway_cut())
             return True
         elif isinstance(step, Endless):
             await self._endless(step)

@@ -1,8 +1,11 @@
 """OpenAI Responses framing (``POST /v1/responses``, ``stream: true``).
 
 Every event carries ``type`` and ``sequence_number`` and is preceded by an ``event:`` line,
-as the real service sends it. The terminal event is ``response.completed`` (or
-``response.incomplete`` for a max-output-tokens stop or a cancelled response).
+as the real service sends it, and validates against the ``openai`` SDK's event models (which
+gateways such as LiteLLM use to check upstream events). The terminal event is
+``response.completed`` (or ``response.incomplete`` for a max-output-tokens stop or a cancelled
+response). Items of steps with ``streamed=False`` appear only in the terminal response's
+``output``, as gateways translating another protocol send tool calls.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from agentcore.testing.encoder import (
     argument_chunks,
     error_body_bytes,
     error_headers,
+    gateway_error_frame,
     new_id,
     sse_frame,
     tool_arguments_text,
@@ -45,6 +49,8 @@ class ResponsesEncoder(Encoder):
         self.output: list[dict[str, Any]] = []
         self.created_at = int(time.time())
         self.text_where: dict[str, Any] = {}
+        tools = request.get("tools")
+        self.tools = [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
 
     def _event(self, data: dict[str, Any]) -> bytes:
         data["sequence_number"] = self.seq
@@ -59,6 +65,9 @@ class ResponsesEncoder(Encoder):
             "status": status,
             "model": self.model,
             "output": list(self.output) if status != "in_progress" else [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": self.tools,
             "usage": None,
             "incomplete_details": None,
             "error": None,
@@ -73,7 +82,7 @@ class ResponsesEncoder(Encoder):
         total_input = u.input + u.cached_input + u.cache_creation
         return {
             "input_tokens": total_input,
-            "input_tokens_details": {"cached_tokens": u.cached_input},
+            "input_tokens_details": {"cached_tokens": u.cached_input, "cache_write_tokens": u.cache_creation},
             "output_tokens": u.output,
             "output_tokens_details": {"reasoning_tokens": u.reasoning},
             "total_tokens": total_input + u.output,
@@ -99,13 +108,22 @@ class ResponsesEncoder(Encoder):
         item = {"id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
         index, added = self._item_added(item)
         self.text_where = where = {"item_id": item_id, "output_index": index, "content_index": 0}
-        part = {"type": "output_text", "text": "", "annotations": []}
+        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
         return [added, self._event({"type": "response.content_part.added", **where, "part": part})]
 
     def text_delta(self, part: str) -> bytes:
-        return self._event({"type": "response.output_text.delta", **self.text_where, "delta": part})
+        return self._event({"type": "response.output_text.delta", **self.text_where, "delta": part, "logprobs": []})
+
+    def _unstreamed(self, item: dict[str, Any]) -> list[bytes]:
+        """An item that only the terminal response's ``output`` will carry."""
+        self.output.append(item)
+        return []
 
     def text(self, step: Text) -> list[bytes]:
+        if not step.streamed:
+            whole = {"type": "output_text", "text": step.text, "annotations": [], "logprobs": []}
+            item = {"id": new_id("msg_"), "type": "message", "status": "completed", "role": "assistant"}
+            return self._unstreamed({**item, "content": [whole]})
         frames = self.open_text()
         where = self.text_where
         index = where["output_index"]
@@ -132,14 +150,20 @@ class ResponsesEncoder(Encoder):
                     }
                 )
             )
-        part = {"type": "output_text", "text": step.text, "annotations": annotations}
-        frames.append(self._event({"type": "response.output_text.done", **where, "text": step.text}))
+        part = {"type": "output_text", "text": step.text, "annotations": annotations, "logprobs": []}
+        done = {"type": "response.output_text.done", **where, "text": step.text, "logprobs": []}
+        frames.append(self._event(done))
         frames.append(self._event({"type": "response.content_part.done", **where, "part": part}))
         frames.append(self._item_done(index, {**item, "status": "completed", "content": [part]}))
         return frames
 
     def thinking(self, step: Thinking) -> list[bytes]:
         item_id = new_id("rs_")
+        if not step.streamed:
+            summary = [{"type": "summary_text", "text": step.text}]
+            return self._unstreamed(
+                {"id": item_id, "type": "reasoning", "summary": summary, "encrypted_content": step.signature}
+            )
         index, added = self._item_added({"id": item_id, "type": "reasoning", "summary": []})
         where = {"item_id": item_id, "output_index": index, "summary_index": 0}
         frames = [
@@ -162,6 +186,10 @@ class ResponsesEncoder(Encoder):
     def tool_call(self, step: ToolCall) -> list[bytes]:
         item_id = new_id("fc_")
         call_id = step.id or new_id("call_")
+        if not step.streamed:
+            arguments = tool_arguments_text(step)
+            call = {"id": item_id, "type": "function_call", "status": "completed", "call_id": call_id}
+            return self._unstreamed({**call, "name": step.name, "arguments": arguments})
         item = {
             "id": item_id,
             "type": "function_call",
@@ -199,7 +227,8 @@ class ResponsesEncoder(Encoder):
 
     def web_search(self, step: WebSearch) -> list[bytes]:
         item_id = new_id("ws_")
-        index, added = self._item_added({"id": item_id, "type": "web_search_call", "status": "in_progress"})
+        searching = {"id": item_id, "type": "web_search_call", "status": "in_progress", "action": {"type": "search"}}
+        index, added = self._item_added(searching)
         where = {"item_id": item_id, "output_index": index}
         frames = [
             added,
@@ -228,18 +257,21 @@ class ResponsesEncoder(Encoder):
                 "incomplete", usage=self._usage(), incomplete_details={"reason": "max_output_tokens"}
             )
             return [self._event({"type": "response.incomplete", "response": response})]
-        if stop == "tool_use" and not any(item.get("type") == "function_call" for item in self.output):
-            # A call the stream lost: present in the final output, never streamed (a "lost call").
-            lost = {"id": new_id("fc_"), "type": "function_call", "status": "completed", "call_id": new_id("call_")}
-            self.output.append({**lost, "name": "lost_call", "arguments": "{}"})
         completed = self._response("completed", usage=self._usage())
         return [self._event({"type": "response.completed", "response": completed})]
 
     def aborted(self, step: Aborted) -> list[bytes]:
-        response = self._response("cancelled", usage=self._usage(), incomplete_details={"reason": step.reason})
+        response = self._response("cancelled", usage=self._usage())  # the SDK knows no cancel reason
         return [self._event({"type": "response.incomplete", "response": response})]
 
+    def gateway_cut(self) -> list[bytes]:
+        self.output, self.usage = [], Usage()  # what it had is dropped, and no usage is reported
+        completed = self._response("completed", usage=self._usage())
+        return [self._event({"type": "response.completed", "response": completed})]
+
     def stream_error(self, step: StreamError) -> list[bytes]:
+        if step.gateway:
+            return [gateway_error_frame(step)]
         return [
             self._event({"type": "error", "code": step.code or "server_error", "message": step.message, "param": None})
         ]

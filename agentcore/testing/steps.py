@@ -27,6 +27,7 @@ class Text:
     chunk_size: int = 16
     chunks: list[str] | None = None
     pace_s: float = 0.0  # seconds between streamed frames: a slow, token-by-token provider
+    streamed: bool = True  # False: Responses only, the item appears only in the terminal output
 
     def parts(self) -> list[str]:
         if self.chunks is not None:
@@ -45,6 +46,7 @@ class Thinking:
     chunk_size: int = 16
     redacted: bool = False
     completions_field: Literal["reasoning_content", "reasoning"] = "reasoning_content"
+    streamed: bool = True  # False: Responses only, the item appears only in the terminal output
 
     def parts(self) -> list[str]:
         return split_chunks(self.text, self.chunk_size)
@@ -60,6 +62,7 @@ class ToolCall:
     id: str | None = None
     argument_chunks: int = 3
     raw_arguments: str | None = None
+    streamed: bool = True  # False: Responses only, the item appears only in the terminal output
 
 
 @dataclass(slots=True)
@@ -138,11 +141,14 @@ class Overflow:
 @dataclass(slots=True)
 class StreamError:
     """An error event inside a 200 stream (Responses ``error``; Anthropic ``event: error``;
-    Chat Completions ``data: {"error": ...}``)."""
+    Chat Completions ``data: {"error": ...}``). ``gateway=True`` sends what LiteLLM sends on
+    every wire instead: ``data: {"error": {"message", "type": null, "param": null, "code"}}``
+    with no ``event:`` line and no ``type`` (its ``code`` is an HTTP status as text, e.g. "503")."""
 
     message: str = "The server had an error while processing your request."
     error_type: str | None = None
     code: str | None = None
+    gateway: bool = False
 
 
 @dataclass(slots=True)
@@ -156,7 +162,21 @@ class Aborted:
 
 @dataclass(slots=True)
 class NoTerminal:
-    """End the stream cleanly (chunked body terminated) without the terminal event."""
+    """End the stream cleanly (chunked body terminated) without the terminal event.
+    ``done_marker=True`` ends it with ``data: [DONE]`` instead, as LiteLLM does on every wire
+    when its upstream stops (on Chat Completions ``[DONE]`` is the terminal event itself, so
+    there it is sent without the usage chunk the request asked for)."""
+
+    done_marker: bool = False
+
+
+@dataclass(slots=True)
+class GatewayCut:
+    """What LiteLLM sends when its upstream dies mid-stream: the protocol's *normal* finish,
+    without what it had received and without usage — Chat Completions ``finish_reason: "stop"``
+    and ``[DONE]`` with no usage chunk; Messages ``message_delta`` ``end_turn`` with zero usage
+    and ``message_stop``; Responses ``response.completed`` with an empty output and zero usage.
+    Content steps placed before it are still streamed (a gateway that forwarded them)."""
 
 
 @dataclass(slots=True)
@@ -207,6 +227,7 @@ Step: TypeAlias = (
     | StreamError
     | Aborted
     | NoTerminal
+    | GatewayCut
     | Hang
     | Endless
 )
@@ -225,6 +246,7 @@ STEP_TYPES: dict[str, type[Any]] = {
     "stream_error": StreamError,
     "aborted": Aborted,
     "no_terminal": NoTerminal,
+    "gateway_cut": GatewayCut,
     "hang": Hang,
     "endless": Endless,
 }

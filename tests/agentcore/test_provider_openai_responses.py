@@ -212,7 +212,7 @@ async def test_usage_with_cached_and_reasoning_tokens_is_priced(fake_server, pro
         ([Text("done")], "stop"),
         ([Text("cut"), Stop("length")], "length"),
         ([ToolCall("read", {"path": "a"})], "tool_use"),
-        ([Text("calling"), Stop("tool_use")], "tool_use"),
+        ([Text("calling"), ToolCall("read", {"path": "a"}, streamed=False)], "tool_use"),
     ],
 )
 async def test_stop_reasons_are_normalized(fake_server, provider, steps, expected) -> None:
@@ -380,3 +380,72 @@ async def test_history_conversion_is_cached_per_message(fake_server, provider) -
     second = provider.build_body(make_request(model, [*history, UserMessage([TextContent("c")])]))
     assert first["input"][0] is second["input"][0]
     assert first["input"][1] is second["input"][1]
+
+
+async def test_output_only_in_the_terminal_response_is_built_in_output_order(fake_server, provider) -> None:
+    """P1 (issue 23): a gateway translating another protocol (LiteLLM in front of Anthropic or a
+    vLLM chat upstream) streams the text but puts reasoning, messages and function calls only in
+    ``response.completed``'s ``output``. Every item that was not streamed is built, in output
+    order, after the streamed ones (whose indices stay as streamed, E2), and none twice."""
+    fake_server.enqueue(
+        [
+            Text("Let me look."),
+            Thinking("I should read both files.", signature="enc-1", streamed=False),
+            Text("Reading them now.", streamed=False),
+            ToolCall("read", {"path": "a"}, id="call_a", streamed=False),
+            ToolCall("read", {"path": "b"}, id="call_b", streamed=False),
+        ]
+    )
+    out = await collect(provider, request_for(fake_server))
+    message = out.end.message
+    assert out.end.failure is None and message.stop_reason == "tool_use"
+    kinds = [type(b).__name__ for b in message.content]
+    assert kinds == ["TextContent", "ThinkingContent", "TextContent", "ToolCall", "ToolCall"]
+    assert [b.text for b in message.content if isinstance(b, TextContent)] == ["Let me look.", "Reading them now."]
+    thinking = message.content[1]
+    assert isinstance(thinking, ThinkingContent) and thinking.thinking == "I should read both files."
+    assert json.loads(thinking.signature or "{}")["encrypted_content"] == "enc-1", "replayable reasoning"
+    calls = message.tool_calls
+    assert [(c.id.split("|")[0], c.arguments) for c in calls] == [("call_a", {"path": "a"}), ("call_b", {"path": "b"})]
+    assert [e.tool_call.id for e in out.tool_ends] == [c.id for c in calls], "each call ends once, as an event too"
+    assert out.text == "Let me look.Reading them now.", "terminal-only text is delivered as a delta"
+    starts = [(s.index, s.kind) for s in out.starts]
+    assert starts == [(0, "text"), (1, "thinking"), (2, "text"), (3, "tool_call"), (4, "tool_call")]
+
+
+async def test_streamed_items_repeated_in_the_terminal_output_are_not_duplicated(fake_server, provider) -> None:
+    """The real service repeats every streamed item in ``response.completed``: nothing doubles."""
+    fake_server.enqueue([Thinking("thought"), Text("answer"), ToolCall("read", {"path": "a"})])
+    out = await collect(provider, request_for(fake_server))
+    message = out.end.message
+    assert [type(b).__name__ for b in message.content] == ["ThinkingContent", "TextContent", "ToolCall"]
+    assert out.text == "answer" and len(out.tool_ends) == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "retryable"),
+    [("503", "status", True), ("429", "status", True), ("500", "status", True), ("400", "bad_request", False),
+     ("401", "auth", False)],
+)
+async def test_a_gateway_error_object_in_the_stream_is_an_error_with_its_message(
+    fake_server, provider, code: str, kind: str, retryable: bool
+) -> None:
+    """L2/L7 (issue 23): LiteLLM's mid-stream ``data: {"error": {"message", "type", "code"}}`` has no
+    ``type``; it ends the stream as an error carrying the provider's message, its code classified
+    as the same HTTP status would be."""
+    fake_server.enqueue([Text("partial"), StreamError("upstream overloaded", code=code, gateway=True)])
+    out = await collect(provider, request_for(fake_server))
+    failure = out.end.failure
+    assert failure is not None and failure.kind == kind and failure.retryable is retryable
+    assert "upstream overloaded" in failure.message
+    assert out.end.message.stop_reason == "error" and out.text == "partial"
+
+
+async def test_done_marker_is_the_end_of_the_stream_not_a_json_error(fake_server, provider) -> None:
+    """L2 (issue 23): ``data: [DONE]`` (LiteLLM ends every wire with it) before
+    ``response.completed`` is a stream that ended without its terminal event."""
+    fake_server.enqueue([Text("partial"), NoTerminal(done_marker=True)])
+    out = await collect(provider, request_for(fake_server))
+    failure = out.end.failure
+    assert failure is not None and failure.kind == "incomplete" and failure.retryable
+    assert "JSON" not in failure.message and "terminal event" in failure.message

@@ -142,19 +142,26 @@ async def test_length_twice_then_success(make_agent, fake_server) -> None:
     assert [e.kind for e in events if e.type == "retry"] == ["length", "length"]
 
 
-async def test_lost_call_is_continued(make_agent, fake_server) -> None:
+LOSABLE = ("anthropic-messages", "openai-completions")
+"""The wires whose stop reason can claim a tool call that never came. On Responses the
+terminal ``output`` is the answer itself: a call named there is built from it."""
+
+
+@pytest.mark.parametrize("api_kind", LOSABLE)
+async def test_lost_call_is_continued(make_agent, fake_server, api_kind: str) -> None:
     """L5: stop reason tool_use with no call → lost-call continuation telling the model to resend."""
     fake_server.enqueue([Text("Calling ls"), Stop("tool_use")], [ToolCall("ls", {"path": "."})], [Text("ok")])
-    agent = await make_agent()
+    agent = await make_agent(api_kind)
     events = await collect(agent, "go")
     assert [e.kind for e in events if e.type == "retry"] == ["lost-call"]
     assert "no tool call arrived" in str(fake_server.requests[1].json)
     assert final(events).status == "completed"
 
 
-async def test_lost_call_exhaustion_says_lost_n_times(make_agent, fake_server) -> None:
+@pytest.mark.parametrize("api_kind", LOSABLE)
+async def test_lost_call_exhaustion_says_lost_n_times(make_agent, fake_server, api_kind: str) -> None:
     fake_server.enqueue(*([Text("Calling"), Stop("tool_use")] for _ in range(11)))
-    agent = await make_agent()
+    agent = await make_agent(api_kind)
     end = final(await collect(agent, "go"))
     assert end.status == "failed" and "lost 10 times" in (end.error or "")
 

@@ -136,6 +136,7 @@ def test_event_json() -> None:
 COMPLETION = (
     b'data: {"choices":[{"delta":{"content":"hi \xc3\xa9"}}]}\n\n'
     b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\n'
+    b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n'  # asked for: include_usage
     b"data: [DONE]\n\n"
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from agentcore.tracing import AgentTracing
 from tests.helpers import collect, final
 
 COMPLETIONS = "openai-completions"
+V1_STORE = Path(__file__).resolve().parents[1] / "fixtures" / "stores" / "v1.sqlite"
 
 
 @pytest.fixture
@@ -55,14 +57,14 @@ async def test_span_tree_and_genai_attributes(make_agent, fake_server, exporter)
     assert len(chats) == 2 and all(c.parent.span_id == run.context.span_id for c in chats)
     assert {c.context.trace_id for c in spans} == {run.context.trace_id}
     first = dict(chats[0].attributes)
-    assert first["gen_ai.operation.name"] == "chat" and first["gen_ai.provider.name"] == "anthropic"
+    assert first["gen_ai.operation.name"] == "chat" and first["gen_ai.provider.name"] == "fake", "the custom provider"
     assert first["gen_ai.request.model"] == "claude-test" and first["gen_ai.response.model"]
     assert first["gen_ai.usage.input_tokens"] == 145, "the whole prompt: uncached + cache reads + writes"
     assert first["gen_ai.usage.cache_read.input_tokens"] == 40
     assert first["gen_ai.usage.cache_creation.input_tokens"] == 5
     assert first["gen_ai.usage.output_tokens"] == 10
-    assert first["gen_ai.response.finish_reasons"] == ("tool_use",)
-    assert dict(chats[1].attributes)["gen_ai.response.finish_reasons"] == ("stop",)
+    assert first["gen_ai.response.finish_reasons"] == ("tool_use",), "Anthropic's own stop_reason"
+    assert dict(chats[1].attributes)["gen_ai.response.finish_reasons"] == ("end_turn",)
     (tool,) = by_name(spans, "execute_tool")
     assert tool.parent.span_id == run.context.span_id
     tool_attributes = dict(tool.attributes)
@@ -81,7 +83,7 @@ async def test_reasoning_tokens_are_reported(make_agent, fake_server, exporter) 
     await collect(agent, "think")
     (chat,) = by_name(exporter.get_finished_spans(), "chat ")
     assert dict(chat.attributes)["gen_ai.usage.reasoning.output_tokens"] == 12
-    assert dict(chat.attributes)["gen_ai.provider.name"] == "openai"
+    assert dict(chat.attributes)["gen_ai.provider.name"] == "fake"
 
 
 async def test_content_only_when_opted_in(make_agent, fake_server, exporter) -> None:
@@ -194,3 +196,126 @@ async def test_real_otlp_http_export_to_a_local_receiver(make_agent, fake_server
                 assert scope.scope.name == "agentcore"
                 names.extend(span.name for span in scope.spans)
     assert "invoke_agent agentcore" in names and any(n.startswith("chat ") for n in names)
+
+
+# --- issue 23: trace identity, provider names, prompts ---------------------------------------
+
+
+async def test_independent_runtimes_with_the_same_request_id_get_their_own_traces(
+    make_agent, fake_server, exporter
+) -> None:
+    """A trace id is unique per logical request and store, never derived from the request id
+    alone: two in-memory runtimes that both run request "r1" land in two traces (a viewer that
+    files spans by trace id, such as Phoenix, would otherwise hide the second run)."""
+    fake_server.enqueue([Text("first")], [Text("second")])
+    for _ in range(2):
+        agent = await make_agent(COMPLETIONS, tracing=provider_for(exporter))
+        assert final(await collect(agent, AgentInput(prompt="hi", request_id="r1"))).status == "completed"
+    runs = by_name(exporter.get_finished_spans(), "invoke_agent")
+    assert len(runs) == 2 and runs[0].context.trace_id != runs[1].context.trace_id
+    for run in runs:
+        chats = [s for s in by_name(exporter.get_finished_spans(), "chat ") if s.parent.span_id == run.context.span_id]
+        assert len(chats) == 1 and chats[0].context.trace_id == run.context.trace_id
+
+
+async def test_a_store_written_before_trace_ids_were_stored_still_resumes_traced(
+    fake_server, exporter, tmp_path
+) -> None:
+    """The v1 fixture's open operation carries no trace id: it resumes, traced, under the anchor
+    earlier versions derived for it (store, conversation, request), so its old spans stay joined."""
+    import hashlib
+    import shutil
+
+    from agentcore import create_agent
+
+    db = tmp_path / "v1.sqlite"
+    shutil.copy(V1_STORE, db)
+    fake_server.enqueue([Text("README.md, a short readme."), Usage(input=150, output=8)])
+    runtime = await create_agent(
+        provider="fake",
+        model="fake-model",
+        base_url=fake_server.base_url,
+        api_key="k",
+        api_kind=COMPLETIONS,
+        database_path=str(db),
+        workdir=str(tmp_path),
+        tracing=provider_for(exporter),
+    )
+    try:
+        assert final(await collect(runtime, AgentInput(request_id="job-v1"))).status == "completed"
+    finally:
+        await runtime.close()
+    (run,) = by_name(exporter.get_finished_spans(), "invoke_agent")
+    legacy = hashlib.sha256(f"{db}\x00main\x00job-v1".encode()).digest()
+    assert run.context.trace_id == int.from_bytes(legacy[:16], "big")
+
+
+@pytest.mark.parametrize(
+    ("provider", "api_kind", "expected"),
+    [
+        ("fake", COMPLETIONS, "fake"),
+        ("fake", "openai-responses", "fake"),
+        ("my-gateway", "anthropic-messages", "my-gateway"),
+        ("openai", COMPLETIONS, "openai"),
+        ("anthropic", "anthropic-messages", "anthropic"),
+        ("azure", "openai-responses", "azure.ai.openai"),
+        ("bedrock", "anthropic-messages", "aws.bedrock"),
+        ("mistral", COMPLETIONS, "mistral_ai"),
+        ("xai", COMPLETIONS, "x_ai"),
+    ],
+)
+async def test_provider_name_follows_the_genai_conventions(
+    make_agent, fake_server, exporter, provider: str, api_kind: str, expected: str
+) -> None:
+    """``gen_ai.provider.name`` is the provider, not the wire: the conventions' well-known value
+    for a well-known provider, and a custom provider's own name."""
+    fake_server.enqueue([Text("hi")])
+    agent = await make_agent(api_kind, provider=provider, tracing=provider_for(exporter))
+    await collect(agent, "hello")
+    (chat,) = by_name(exporter.get_finished_spans(), "chat ")
+    assert dict(chat.attributes)["gen_ai.provider.name"] == expected
+
+
+async def test_prompts_are_recorded_with_content_capture(make_agent, fake_server, exporter) -> None:
+    """With ``capture_content=True`` each chat span carries the conversation it sent
+    (``gen_ai.input.messages``, the conventions' JSON: role + parts) and the system prompt
+    (``gen_ai.system_instructions``); ``invoke_agent`` carries the run's input and output; the
+    finish reason is the provider's own (``tool_calls`` on the Chat Completions wire)."""
+    import json
+
+    fake_server.enqueue(
+        [ToolCall("ls", {"path": "."}, id="c1"), Usage(input=100, output=10)],
+        [Text("two files"), Usage(input=150, output=20)],
+    )
+    tracing = AgentTracing(provider=provider_for(exporter), capture_content=True)
+    agent = await make_agent(COMPLETIONS, tracing=tracing, system_prompt="You are a terse assistant.")
+    assert final(await collect(agent, "list the files")).status == "completed"
+    spans = exporter.get_finished_spans()
+    first, second = by_name(spans, "chat ")
+    assert dict(first.attributes)["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert dict(second.attributes)["gen_ai.response.finish_reasons"] == ("stop",)
+    system = json.loads(dict(first.attributes)["gen_ai.system_instructions"])
+    assert system[0]["type"] == "text" and "You are a terse assistant." in system[0]["content"]
+    sent = json.loads(dict(first.attributes)["gen_ai.input.messages"])
+    assert sent == [{"role": "user", "parts": [{"type": "text", "content": "list the files"}]}]
+    history = json.loads(dict(second.attributes)["gen_ai.input.messages"])
+    assert [m["role"] for m in history] == ["user", "assistant", "tool"]
+    (call,) = history[1]["parts"]
+    assert call["type"] == "tool_call" and call["name"] == "ls" and call["arguments"] == {"path": "."}
+    (result,) = history[2]["parts"]
+    assert result["type"] == "tool_call_response" and result["id"] == call["id"] and "README.md" in result["response"]
+    (run,) = by_name(spans, "invoke_agent")
+    run_input = json.loads(dict(run.attributes)["gen_ai.input.messages"])
+    assert run_input == [{"role": "user", "parts": [{"type": "text", "content": "list the files"}]}]
+    run_output = json.loads(dict(run.attributes)["gen_ai.output.messages"])
+    assert run_output[0]["role"] == "assistant" and run_output[0]["parts"][0]["content"] == "two files"
+
+
+async def test_prompts_are_not_recorded_by_default(make_agent, fake_server, exporter) -> None:
+    fake_server.enqueue([Text("the answer")])
+    agent = await make_agent(COMPLETIONS, tracing=provider_for(exporter), system_prompt="secret instructions")
+    await collect(agent, "a private question")
+    for span in exporter.get_finished_spans():
+        attributes = dict(span.attributes)
+        assert not {"gen_ai.input.messages", "gen_ai.system_instructions", "gen_ai.output.messages"} & set(attributes)
+        assert "a private question" not in str(attributes) and "secret instructions" not in str(attributes)
