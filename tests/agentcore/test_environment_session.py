@@ -29,8 +29,8 @@ from agentcore.testing.steps import Text, ToolCall
 from agentcore.tools import ToolContext, ToolResult
 from agentcore.tools.environment import FileOperation, LocalExecutionEnv
 from tests.agentcore.session_helpers import ends, last_snapshot, run_with, user_texts
-from tests.agentcore.test_readme_examples import ROOT, python_block_after
 from tests.agentcore.test_tools_bash import is_gone
+from tests.docs import ROOT, python_example
 
 COMPLETIONS = "openai-completions"
 
@@ -325,7 +325,7 @@ async def test_local_environment_option_is_this_machine(make_agent, fake_server,
 def test_readme_example_runs(workspace: Path) -> None:
     """X5: the README's Execution environments example runs the demo's tools in a worker process."""
     script = workspace / "example.py"
-    script.write_text(python_block_after("## Execution environments"))
+    script.write_text(python_example("docs/tools-and-environments.md", "## Execution environments"))
     env = dict(os.environ, PYTHONPATH=str(ROOT), AGENTCORE_DEMO_DELAY_MS="0")
     result = subprocess.run(
         [sys.executable, str(script)], cwd=workspace, env=env, capture_output=True, text=True, timeout=120
