@@ -18,7 +18,7 @@ from agentcore.context.compaction import plan_compaction, should_compact, summar
 from agentcore.engine.base import EngineBase, TurnConfig
 from agentcore.engine.call_limits import refuse_oversized_calls
 from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
-from agentcore.engine.endings import call_key
+from agentcore.engine.endings import answer_text, call_key
 from agentcore.engine.fragments import FragmentBuffer, assemble_partial
 from agentcore.engine.interrupted import INTERRUPTED_RESULT
 from agentcore.engine.pump import with_ticks
@@ -453,13 +453,13 @@ class TurnEngine(ToolRound, CompactionStep):
                     value = dict(op, phase="model", step=step + 1, attempt=0, budgets=_budgets_dict(budgets))
                     value["pause_turns"] = pause_turns
                     commit.registers.append(self.log.set_op(value))
-            elif cfg.mode == "plan" and message.text.strip():
+            elif cfg.mode == "plan" and (answer := answer_text(self.log, self.request_id, message)).strip():
                 budgets.reset()
-                plan = {"approval_id": f"{self.request_id}:plan:{step}", "text": message.text}
+                plan = {"approval_id": f"{self.request_id}:plan:{step}", "text": answer}
                 value = dict(op, phase="plan_review", budgets=_budgets_dict(budgets), plan=plan)
                 commit.registers.append(self.log.set_op(value))
             else:
-                final = self.finish_completed(op, commit, message.text)
+                final = self.finish_completed(op, commit, answer_text(self.log, self.request_id, message))
         else:
             has_content = any(
                 (isinstance(b, TextContent) and b.text) or (isinstance(b, ThinkingContent) and b.thinking)
