@@ -32,6 +32,13 @@ ImageMime: TypeAlias = Literal["image/png", "image/jpeg", "image/gif", "image/we
 IMAGE_MIME_TYPES: Final[tuple[str, ...]] = get_args(ImageMime)
 
 MAX_PROMPT_CHARS = 1_000_000
+
+# The cap on every tool result (``agentcore.tools.result_cap``), ``max_tool_result_bytes``: the
+# default sits above what the built-in tools keep of their own output (50 KB plus a note), so
+# they are never cut twice; the top is ~4M tokens, more than any model's window.
+MAX_TOOL_RESULT_BYTES: Final = 64 * 1024
+MIN_TOOL_RESULT_BYTES: Final = 1024
+TOOL_RESULT_BYTES_LIMIT: Final = 16 * 1024 * 1024
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 MAX_IMAGE_BASE64_CHARS: Final = (MAX_IMAGE_BYTES + 2) // 3 * 4
 
@@ -224,6 +231,10 @@ class AgentOptions(BoundaryModel):
     max_tokens: int | None = Field(default=None, gt=0)
     session: dict[str, Any] | None = None
     stream_timeouts: StreamTimeoutsOption = Field(default_factory=StreamTimeoutsOption)
+    # The cap on every tool result in UTF-8 bytes of text (``agentcore.tools.result_cap``).
+    max_tool_result_bytes: int = Field(
+        default=MAX_TOOL_RESULT_BYTES, ge=MIN_TOOL_RESULT_BYTES, le=TOOL_RESULT_BYTES_LIMIT, strict=True
+    )
 
     @field_validator("model_attributes", mode="before")
     @classmethod

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from agentcore.inputs import MAX_TOOL_RESULT_BYTES
 from agentcore.messages import ImageContent, TextContent, UserContent
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ class ToolContext:
     # The engine should store it with the call's intent; None → bash makes up a random one.
     call_token: str | None = None
     env: AgentExecutionEnv | None = None
+    # The cap on this call's result (``result_cap``): ``create_agent(max_tool_result_bytes=...)``.
+    max_result_bytes: int = MAX_TOOL_RESULT_BYTES
 
 
 ToolExecute: TypeAlias = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]

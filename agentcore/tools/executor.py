@@ -19,7 +19,9 @@ valid UTF-8 (``display.clean_text``: undecodable bytes as ``\\xNN``); ``structur
 be JSON (no NaN, no bytes) or the call is an error; an image block must be real (strict base64,
 a PNG/JPEG/GIF/WebP whose content matches its ``mime_type``) or it is replaced by a note. A
 result that could not be committed would fail the run — and, for a replay-safe tool, every
-resume of it — so nothing of the kind may pass.
+resume of it — so nothing of the kind may pass. And every result is bounded there
+(``result_cap``): the text is cut to ``ctx.max_result_bytes``, oversized structured content is
+not kept, the rest is saved to a file the model is told about.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from agentcore.inputs import check_image_data
 from agentcore.messages import ImageContent, TextContent, UserContent
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.display import clean_text, clean_value
+from agentcore.tools.result_cap import cap_result
 
 MAX_REPORTED_ERRORS: Final = 5
 _STRICT_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
@@ -181,8 +184,9 @@ def _clean_image(block: ImageContent) -> UserContent:
     return block
 
 
-def _safe_result(tool: AgentTool, result: ToolResult) -> ToolResult:
-    """``result`` with only committable content (see the module docstring), or an error result."""
+def _safe_result(tool: AgentTool, result: ToolResult) -> tuple[ToolResult, str | None]:
+    """``result`` with only committable content (see the module docstring), or an error result;
+    with its structured content as JSON text (None when it has none)."""
     content: list[UserContent] = []
     for block in result.content:
         if isinstance(block, TextContent) and isinstance(block.text, str):
@@ -195,20 +199,22 @@ def _safe_result(tool: AgentTool, result: ToolResult) -> ToolResult:
                 f"Tool {tool.name!r} returned a content block of type {type(block).__name__}; "
                 "expected TextContent or ImageContent",
                 is_error=True,
-            )
+            ), None
     structured = result.structured_content
+    encoded = None
     if structured is not None:
         structured = clean_value(structured)
         try:
-            _STRICT_JSON.encode(structured)
+            encoded = _STRICT_JSON.encode(structured)
         except (TypeError, ValueError) as exc:
             return ToolResult.text(
                 f"Tool {tool.name!r} returned structured content that is not JSON: {clean_text(str(exc))}",
                 is_error=True,
-            )
+            ), None
     if structured is result.structured_content and all(a is b for a, b in zip(content, result.content, strict=True)):
-        return result
-    return ToolResult(content, is_error=result.is_error, structured_content=structured, terminate=result.terminate)
+        return result, encoded
+    safe = ToolResult(content, is_error=result.is_error, structured_content=structured, terminate=result.terminate)
+    return safe, encoded
 
 
 async def execute_call(
@@ -221,8 +227,16 @@ async def execute_call(
     """Run ``tool`` with prepared ``arguments``; never raises except CancelledError and ``propagate``.
 
     The result (and every partial update passed to ``ctx.on_update``) is valid UTF-8 text and
-    committable JSON, whatever the tool returned (see the module docstring).
+    committable JSON, whatever the tool returned, and within the result cap (see the module
+    docstring).
     """
+    result, structured_json = await _checked_result(tool, arguments, ctx, propagate)
+    return cap_result(result, ctx, tool.name, structured_json)
+
+
+async def _checked_result(
+    tool: AgentTool, arguments: dict[str, Any], ctx: ToolContext, propagate: tuple[type[BaseException], ...]
+) -> tuple[ToolResult, str | None]:
     forward = ctx.on_update
     if forward is not None:
         ctx.on_update = lambda partial: forward(clean_text(partial) if isinstance(partial, str) else str(partial))
@@ -233,27 +247,28 @@ async def execute_call(
     except Exception as exc:
         if propagate and isinstance(exc, propagate):
             raise
-        return ToolResult.text(_message(exc), is_error=True)
+        return ToolResult.text(_message(exc), is_error=True), None
     finally:
         ctx.on_update = forward
     if not isinstance(result, ToolResult):
         return ToolResult.text(
             f"Tool {tool.name!r} returned {type(result).__name__} instead of a ToolResult", is_error=True
-        )
-    result = _safe_result(tool, result)
+        ), None
+    result, structured_json = _safe_result(tool, result)
     if tool.output_schema is not None and not result.is_error:
         try:
             errors = validate_against(tool.output_schema, result.structured_content)
         except InvalidSchema as exc:
-            return ToolResult.text(f"Tool {tool.name!r} has an invalid output schema: {exc.message}", is_error=True)
+            message = f"Tool {tool.name!r} has an invalid output schema: {exc.message}"
+            return ToolResult.text(message, is_error=True), None
         if errors:
             return ToolResult.text(
                 f"Tool {tool.name!r} returned structured content that does not match its output schema:\n"
                 f"{describe_validation_errors(errors)}",
                 is_error=True,
                 terminate=result.terminate,
-            )
-    return result
+            ), None
+    return result, structured_json
 
 
 @dataclass(slots=True)
