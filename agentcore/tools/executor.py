@@ -5,7 +5,9 @@ Everything that can go wrong with a call becomes a ``ToolResult`` with ``is_erro
 model can read and correct — invalid JSON, a schema violation (naming the field), a
 ``ToolError`` or any other exception from the tool, structured content that does not match
 ``output_schema``. Only ``asyncio.CancelledError`` (and exception types the caller lists in
-``propagate``, such as ``UserInputRequired`` for a tool that pauses the run) escape.
+``propagate``, such as ``UserInputRequired`` for a tool that pauses the run) escape. A call that
+runs longer than its tool's ``timeout_s`` is stopped (cancelled) and gets an error result saying
+it may be retried.
 
 Concurrency: independent ``read_only`` calls from one model response may run at the same
 time; a call that is not read-only runs alone, after everything before it and before
@@ -175,6 +177,13 @@ def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _timed_out(tool: AgentTool) -> str:
+    return (
+        f"Tool {tool.name!r} did not finish within {tool.timeout_s:g} s and was stopped (its service may be stuck "
+        "or slow). This may be temporary: call the tool again to retry."
+    )
+
+
 def _clean_image(block: ImageContent) -> UserContent:
     try:
         check_image_data(block.data, block.mime_type)
@@ -240,13 +249,17 @@ async def _checked_result(
     forward = ctx.on_update
     if forward is not None:
         ctx.on_update = lambda partial: forward(clean_text(partial) if isinstance(partial, str) else str(partial))
+    limit = asyncio.timeout(tool.timeout_s)  # None: no limit
     try:
-        result = await tool.execute(arguments, ctx)
+        async with limit:
+            result = await tool.execute(arguments, ctx)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         if propagate and isinstance(exc, propagate):
             raise
+        if isinstance(exc, TimeoutError) and limit.expired():
+            return ToolResult.text(_timed_out(tool), is_error=True), None
         return ToolResult.text(_message(exc), is_error=True), None
     finally:
         ctx.on_update = forward
