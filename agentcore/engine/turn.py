@@ -16,7 +16,7 @@ from typing import Any
 
 from agentcore.context.compaction import plan_compaction, should_compact, summary_message
 from agentcore.engine.base import EngineBase, TurnConfig
-from agentcore.engine.call_limits import refuse_oversized_calls
+from agentcore.engine.call_limits import refuse_unfit_calls
 from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
 from agentcore.engine.endings import answer_text, call_key
 from agentcore.engine.fragments import FragmentBuffer, assemble_partial
@@ -398,9 +398,9 @@ class TurnEngine(ToolRound, CompactionStep):
             commit.registers.append(self._next_model_op(op, budgets, reset=reset))
 
         if failure is None:
-            oversized: dict[str, int] = {}
+            refusals: dict[str, str] = {}
             if message.tool_calls:
-                message, oversized = refuse_oversized_calls(message, self._window(cfg))
+                message, refusals = refuse_unfit_calls(message, self._window(cfg))
             calls = message.tool_calls
             entry = self.log.message_entry(message, self.request_id, settles_fragments=True)
             commit.entries.append(entry)
@@ -410,8 +410,8 @@ class TurnEngine(ToolRound, CompactionStep):
                     {"id": c.id, "name": c.name, "arguments": c.arguments, "index": i} for i, c in enumerate(calls)
                 ]
                 for call in tool_calls:
-                    if call["id"] in oversized:
-                        call["oversize_tokens"] = oversized[call["id"]]
+                    if call["id"] in refusals:
+                        call["refusal"] = refusals[call["id"]]
                 value = dict(op, phase="tools", budgets=_budgets_dict(budgets), tool_calls=tool_calls)
                 value.update(assistant_entry=entry.id, pause_turns=0)
                 commit.registers.append(self.log.set_op(value))
