@@ -158,10 +158,10 @@ class NestedCalls:
         the deadline check of a recovery); ``abort`` stops the call like the turn's abort stops
         a direct call. Raises ``ReplayMismatch`` when the call differs from the log.
         """
-        refusal: ToolResult | None = None
+        depth_refusal: ToolResult | None = None
         if too_deep(arguments):  # before anything walks them (cleaning, the digest) recursively
             arguments, digest = {OMITTED_KEY: too_deep_note()}, TOO_DEEP_DIGEST
-            refusal = ToolResult.text(too_deep_result(), is_error=True)
+            depth_refusal = ToolResult.text(too_deep_result(), is_error=True)
         else:
             arguments = {} if arguments is None else clean_value(arguments)  # as for a model's call
             digest = arguments_digest(arguments)
@@ -187,8 +187,10 @@ class NestedCalls:
             unknown = await interrupted_result(intent, environment)
             return self._settle(index, key, name, "unknown", unknown, clock, started=None, intent=intent)
         base = {"index": index, "name": name, "digest": digest}
-        if refusal is not None:
-            return self._settle(index, key, name, "invalid", refusal, clock, started=None, extra=base, args=arguments)
+        if depth_refusal is not None:
+            return self._settle(
+                index, key, name, "invalid", depth_refusal, clock, started=None, extra=base, args=arguments
+            )
         if tool is None:
             refusal = ToolResult.text(
                 f"tools.{name} is not available in code mode; available: {', '.join(self._tools) or 'none'}",

@@ -104,9 +104,9 @@ async def create_mcp_tools(
     - ``allowed_tools`` keeps only the listed tools (server names or the final names); a name
       the server does not offer raises ``InputValidationError`` with ``field="allowed_tools"``.
     - ``call_timeout_s`` bounds each call (``AgentTool.timeout_s``; default 600 s, None = no
-      limit): a server that never answers — one that cannot encode its own result does not —
-      gets its call stopped (the SDK tells the server it was cancelled) and the model a
-      retryable error, instead of a turn that waits until someone cancels it.
+      limit): a server that never answers (a hung one, or one that cannot encode its own result
+      and so never sends it) gets the call stopped — the SDK tells the server it was cancelled
+      — and the model a retryable error, instead of a turn that waits until someone cancels it.
     """
     timeout = check_call_timeout(call_timeout_s, "call_timeout_s")
     if allowed_tools is not None and (

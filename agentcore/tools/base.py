@@ -119,6 +119,9 @@ class AgentTool:
     metadata: dict[str, Any] = field(default_factory=dict)
     timeout_s: float | None = None
 
+    def __post_init__(self) -> None:
+        self.timeout_s = check_call_timeout(self.timeout_s, "timeout_s")
+
 
 @dataclass(slots=True, frozen=True)
 class ToolDefinition:

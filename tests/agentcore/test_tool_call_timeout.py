@@ -159,5 +159,17 @@ async def test_bad_mcp_tool_limits_are_refused_naming_the_field() -> None:
             assert caught.value.field == "call_timeout_s", bad
 
 
+@pytest.mark.parametrize("bad", BAD_LIMITS)
+def test_a_bad_limit_on_an_extra_tool_is_refused_naming_the_field(bad: Any) -> None:
+    """T3: ``AgentTool(timeout_s=...)`` is checked when the tool is made."""
+    with pytest.raises(InputValidationError) as caught:
+        AgentTool("x", "X.", {"type": "object"}, _never, timeout_s=bad)
+    assert caught.value.field == "timeout_s"
+
+
+async def _never(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:  # pragma: no cover - never called
+    raise AssertionError("unreachable")
+
+
 async def _open() -> StaticCatalogConnection:
     return StaticCatalogConnection([])
