@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,24 +28,14 @@ COMPLETIONS = "openai-completions"
 BAD_IDS = ["a\x00b", "\x00", "line\nbreak", "tab\tbed", "bell\x07", "del\x7f", "c1\x85", "half \ud800 pair"]
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
-    if request.param == "memory":
-        return {}
-    if request.param == "sqlite":
-        return {"database_path": str(tmp_path / "ids.sqlite")}
-    cluster = request.getfixturevalue("postgres")
-    return {"database_url": f"{cluster.dsn}?store=ids-{uuid.uuid4().hex[:12]}"}
-
-
 def content(state: StoreState) -> StoreState:
     return dataclasses.replace(state, owner_id="", fence=0)
 
 
-async def test_a_bad_request_id_is_refused_alike_on_every_store(make_agent, fake_server, store) -> None:
+async def test_a_bad_request_id_is_refused_alike_on_every_store(make_agent, fake_server, store_option) -> None:
     """I1/D8: the same refusal on memory, SQLite and PostgreSQL: input_validation naming
     request_id, nothing written, and the runtime serves the next request."""
-    agent = await make_agent(COMPLETIONS, **store)
+    agent = await make_agent(COMPLETIONS, **store_option)
     before = content(agent.log.storage.load())
     for bad in BAD_IDS:
         with pytest.raises(InputValidationError) as caught:
