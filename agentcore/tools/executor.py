@@ -23,7 +23,8 @@ a PNG/JPEG/GIF/WebP whose content matches its ``mime_type``) or it is replaced b
 result that could not be committed would fail the run — and, for a replay-safe tool, every
 resume of it — so nothing of the kind may pass. And every result is bounded there
 (``result_cap``): the text is cut to ``ctx.max_result_bytes``, oversized structured content is
-not kept, the rest is saved to a file the model is told about.
+not kept, the rest is saved to a file the model is told about; a progress update is cut to the
+same size.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from agentcore.inputs import check_image_data
 from agentcore.messages import ImageContent, TextContent, UserContent
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.display import clean_text, clean_value
-from agentcore.tools.result_cap import cap_result
+from agentcore.tools.result_cap import cap_result, cap_update
 
 MAX_REPORTED_ERRORS: Final = 5
 _STRICT_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
@@ -248,7 +249,10 @@ async def _checked_result(
 ) -> tuple[ToolResult, str | None]:
     forward = ctx.on_update
     if forward is not None:
-        ctx.on_update = lambda partial: forward(clean_text(partial) if isinstance(partial, str) else str(partial))
+        update_cap = ctx.max_result_bytes
+        ctx.on_update = lambda partial: forward(
+            cap_update(clean_text(partial) if isinstance(partial, str) else str(partial), update_cap)
+        )
     limit = asyncio.timeout(tool.timeout_s)  # None: no limit
     try:
         async with limit:

@@ -16,7 +16,9 @@ result was made safe to commit and checked against its output schema:
 - what was cut is saved whole in the runtime's scratch directory (text as ``.txt``, structured
   content as ``.json``), which the file tools may then read, and a note at the end of the text
   tells the model how much it got and where the rest is;
-- images keep their own bound (``inputs.MAX_IMAGE_BYTES`` each, checked by the executor).
+- images keep their own bound (``inputs.MAX_IMAGE_BYTES`` each, checked by the executor);
+- a progress update (``ctx.on_update``) is cut to the same cap (``cap_update``): it is shown,
+  never committed, so nothing is saved.
 
 The default (``inputs.MAX_TOOL_RESULT_BYTES``, 64 KiB) sits above what the built-in tools keep,
 so they are never cut twice; ``create_agent(max_tool_result_bytes=...)`` sets another cap for
@@ -71,6 +73,17 @@ def cap_result(result: ToolResult, ctx: ToolContext, tool_name: str, structured_
     content.append(TextContent("\n\n".join(notes)))
     structured = None if structured_cut else result.structured_content
     return ToolResult(content, is_error=result.is_error, structured_content=structured, terminate=result.terminate)
+
+
+def cap_update(text: str, limit: int) -> str:
+    """A progress update within ``limit`` UTF-8 bytes, with a note when it was cut."""
+    if len(text) * 4 <= limit:
+        return text
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    head = data[:limit].decode("utf-8", "ignore")
+    return f"{head}… [update cut at {format_size(limit)}: {len(data):,} bytes]"
 
 
 def _utf8_size(texts: list[str]) -> int:

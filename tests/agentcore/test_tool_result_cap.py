@@ -195,3 +195,22 @@ async def test_a_code_mode_nested_result_passes_the_same_cap(make_agent, fake_se
     assert "is saved in" in returned["tail"]
     (result,) = entries_of(agent, "nested_result")
     assert utf8(json.dumps(result.payload)) <= DEFAULT_MAX_RESULT_BYTES + 2 * NOTE_BUDGET
+
+
+async def test_a_huge_progress_update_is_cut_at_the_same_cap(make_agent, fake_server) -> None:
+    """T3/E1: a tool's ``on_update`` partial crosses the same boundary: a 1 MB update reaches the
+    ``tool`` update event cut to the cap, saying so."""
+
+    async def chatty(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        assert ctx.on_update is not None
+        ctx.on_update("progress " * 120_000)
+        return ToolResult.text("done")
+
+    tool = AgentTool("chatty", "Report a lot of progress.", {"type": "object", "properties": {}}, chatty)
+    fake_server.enqueue([ToolCall("chatty", {}, id="c1")], [Text("ok")])
+    agent = await make_agent(COMPLETIONS, extra_tools=[tool])
+    events = await collect(agent, "go")
+    (update,) = [e for e in events if e.type == "tool" and e.phase == "update"]
+    assert utf8(update.partial) <= DEFAULT_MAX_RESULT_BYTES + NOTE_BUDGET
+    assert update.partial.startswith("progress progress") and "[update cut at 64.0 KB" in update.partial
+    assert tool_end(events, "chatty").result == "done"
