@@ -45,48 +45,45 @@ def cap_result(result: ToolResult, ctx: ToolContext, tool_name: str, structured_
     is the result's structured content as the executor encoded it (None when it has none)."""
     limit = ctx.max_result_bytes
     texts = [block.text for block in result.content if isinstance(block, TextContent)]
-    text_cut = sum(len(text) for text in texts) * 4 > limit and _utf8_size(texts) > limit  # 4: the widest char
-    structured_cut = structured_json is not None and len(structured_json) * 4 > limit and (
-        len(structured_json.encode()) > limit
-    )
-    if not text_cut and not structured_cut:
+    text_bytes = _utf8_size(texts, limit)
+    structured_bytes = _utf8_size([structured_json], limit) if structured_json is not None else 0
+    if text_bytes <= limit and structured_bytes <= limit:
         return result
     content: list[UserContent] = list(result.content)
     notes: list[str] = []
-    if text_cut:
-        full = "\n".join(texts)
+    if text_bytes > limit:
         content, kept = _head_of_text(result.content, limit)
-        total = len(full.encode())
-        where = _saved(ctx, tool_name, ".txt", full, "The full text")
+        total = text_bytes + len(texts) - 1  # saved joined by newlines
+        where = _saved(ctx, tool_name, ".txt", "\n".join(texts), f"The full text ({format_size(total)})")
         notes.append(
             f"[Result cut: showing the first {format_size(kept)} of the {format_size(total)} ({total:,} bytes) "
             f"of text this tool returned (the cap on a tool result is {format_size(limit)}). {where}]"
         )
-    if structured_cut:
-        assert structured_json is not None
-        size = format_size(len(structured_json.encode()))
+    if structured_json is not None and structured_bytes > limit:
         where = _saved(ctx, tool_name, ".json", structured_json, "It")
         notes.append(
-            f"[The structured content ({size}) is larger than the {format_size(limit)} a tool result may keep, "
-            f"so it was not kept. {where}]"
+            f"[The structured content ({format_size(structured_bytes)}) is larger than the {format_size(limit)} "
+            f"a tool result may keep, so it was not kept. {where}]"
         )
     content.append(TextContent("\n\n".join(notes)))
-    structured = None if structured_cut else result.structured_content
+    structured = None if structured_bytes > limit else result.structured_content
     return ToolResult(content, is_error=result.is_error, structured_content=structured, terminate=result.terminate)
 
 
 def cap_update(text: str, limit: int) -> str:
     """A progress update within ``limit`` UTF-8 bytes, with a note when it was cut."""
-    if len(text) * 4 <= limit:
+    size = _utf8_size([text], limit)
+    if size <= limit:
         return text
-    data = text.encode()
-    if len(data) <= limit:
-        return text
-    head = data[:limit].decode("utf-8", "ignore")
-    return f"{head}… [update cut at {format_size(limit)}: {len(data):,} bytes]"
+    head = text.encode()[:limit].decode("utf-8", "ignore")
+    return f"{head}… [update cut at {format_size(limit)}: {size:,} bytes]"
 
 
-def _utf8_size(texts: list[str]) -> int:
+def _utf8_size(texts: list[str], limit: int) -> int:
+    """The UTF-8 size of ``texts``; not encoded when it cannot exceed ``limit`` (4 bytes per
+    character at most), which is every result on the hot path."""
+    if sum(len(text) for text in texts) * 4 <= limit:
+        return 0
     return sum(len(text.encode()) for text in texts)
 
 
@@ -132,12 +129,11 @@ def _saved(ctx: ToolContext, tool_name: str, suffix: str, data: str, subject: st
     except OSError as exc:
         return f"{subject} could not be saved ({exc.strerror or exc})."
     path = Path(name)
-    size = f" ({format_size(len(data.encode()))})" if subject == "The full text" else ""
     if ctx.env is not None and ctx.env.kind != "local":
         return (
-            f"{subject}{size} is saved on the agent's host in {display_name(path)}, outside this session's "
+            f"{subject} is saved on the agent's host in {display_name(path)}, outside this session's "
             "execution environment, so the file tools cannot open it."
         )
     if ctx.guard is not None:
         ctx.guard.allow_read_file(path)
-    return f"{subject}{size} is saved in {display_name(path)}; read it with the read tool (offset, limit) or grep."
+    return f"{subject} is saved in {display_name(path)}; read it with the read tool (offset, limit) or grep."
