@@ -250,6 +250,7 @@ class ConfigResolver:
         effort = resolve_effort(settings.get("effort"), opts.effort, model)
         provider: Provider = self.providers.get(model.api_kind)
         scratch = self.scratch
+        result_cap = opts.max_tool_result_bytes
 
         def tool_context(call_id: str, abort: asyncio.Event) -> ToolContext:
             return ToolContext(
@@ -260,6 +261,7 @@ class ConfigResolver:
                 accepts_images=model.accepts_images,
                 scratch_dir=scratch,
                 env=environment,
+                max_result_bytes=result_cap,
             )
 
         return TurnConfig(

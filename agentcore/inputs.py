@@ -6,6 +6,12 @@ built: ``AgentInput(...)``, ``AgentInput.model_validate(...)`` or ``validate_mod
 is raised before anything touches the store. A raw pydantic ``ValidationError`` never leaves
 this module.
 
+Ids are checked here too (``Identifier``): every id a caller gives becomes a key of the store's
+rows (a receipt, a conversation, a task), and the stores differ in what a key may hold —
+PostgreSQL text cannot hold NUL, no backend can hold a lone surrogate. So an id is 1–200
+characters with no control character and no lone surrogate, on every store alike, refused
+before anything is written.
+
 Inline images are checked here too (I1): strict base64, at most ``MAX_IMAGE_BYTES`` decoded,
 and content whose magic bytes match the declared ``mime_type`` — a provider would reject
 anything else on every later request of the conversation.
@@ -15,9 +21,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Final, Literal, Self, TypeAlias, get_args
+import re
+from typing import Annotated, Any, Final, Literal, Self, TypeAlias, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from agentcore.errors import InputValidationError
 from agentcore.models.attributes import ModelAttributes, parse_model_attributes
@@ -34,6 +41,29 @@ IMAGE_MIME_TYPES: Final[tuple[str, ...]] = get_args(ImageMime)
 MAX_PROMPT_CHARS = 1_000_000
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 MAX_IMAGE_BASE64_CHARS: Final = (MAX_IMAGE_BYTES + 2) // 3 * 4
+
+
+# The cap on every tool result (``agentcore.tools.result_cap``), ``max_tool_result_bytes``: the
+# default sits above what the built-in tools keep of their own output (50 KB plus a note), so
+# they are never cut twice; the top is ~4M tokens, more than any model's window.
+MAX_TOOL_RESULT_BYTES: Final = 64 * 1024
+MIN_TOOL_RESULT_BYTES: Final = 1024
+TOOL_RESULT_BYTES_LIMIT: Final = 16 * 1024 * 1024
+
+MAX_ID_CHARS: Final = 200
+_NOT_IN_IDS: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # controls (NUL too), lone surrogates
+
+
+def _check_id(value: str) -> str:
+    bad = _NOT_IN_IDS.search(value)
+    if bad is not None:
+        what = "a lone surrogate" if "\ud800" <= bad.group() <= "\udfff" else "a control character"
+        raise ValueError(f"an id must not contain {what} ({bad.group()!r} at position {bad.start()})")
+    return value
+
+
+Identifier: TypeAlias = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS), AfterValidator(_check_id)]
+"""An id a caller gives (request, session, input, entry, task, approval): see the module docstring."""
 
 
 def image_mime_type(head: bytes) -> str | None:
@@ -130,7 +160,7 @@ class ImageInput(BoundaryModel):
 class PlanResume(BoundaryModel):
     """The reviewer's decision on a plan; ``plan`` carries the plan text so it survives compaction."""
 
-    approval_id: str
+    approval_id: Identifier
     approved: bool
     plan: str = ""
     notes: str = ""
@@ -143,14 +173,14 @@ class AskResume(BoundaryModel):
 
 
 class ToolApprovalResume(BoundaryModel):
-    approval_id: str
+    approval_id: Identifier
     approved: bool
     message: str = ""
 
 
 class AgentInput(BoundaryModel):
     prompt: str = Field(default="", max_length=MAX_PROMPT_CHARS)
-    request_id: str | None = Field(default=None, min_length=1, max_length=200)
+    request_id: Identifier | None = None
     images: list[ImageInput] = Field(default_factory=list)
     image_files: list[str] = Field(default_factory=list)
     model_attributes: ModelAttributes | None = None
@@ -219,11 +249,15 @@ class AgentOptions(BoundaryModel):
     mode: Mode = "build"
     tools: list[str] | None = None
     allowed_directories: list[str] = Field(default_factory=list)
-    session_id: str | None = Field(default=None, min_length=1, max_length=200)
+    session_id: Identifier | None = None
     context_window: int | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, gt=0)
     session: dict[str, Any] | None = None
     stream_timeouts: StreamTimeoutsOption = Field(default_factory=StreamTimeoutsOption)
+    # The cap on every tool result in UTF-8 bytes of text (``agentcore.tools.result_cap``).
+    max_tool_result_bytes: int = Field(
+        default=MAX_TOOL_RESULT_BYTES, ge=MIN_TOOL_RESULT_BYTES, le=TOOL_RESULT_BYTES_LIMIT, strict=True
+    )
 
     @field_validator("model_attributes", mode="before")
     @classmethod

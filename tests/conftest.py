@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,18 @@ def postgres() -> Iterator[PostgresCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store_option(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """The storage option of a ``create_agent`` call, once per built-in backend: memory (no
+    option), a fresh SQLite file, a fresh store in the session's private PostgreSQL server."""
+    if request.param == "memory":
+        return {}
+    if request.param == "sqlite":
+        return {"database_path": str(tmp_path / "store.sqlite")}
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    return {"database_url": f"{cluster.dsn}?store=t-{uuid.uuid4().hex[:12]}"}
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from typing import Any, Literal, Protocol
 
 from agentcore.engine.compaction import CompactionSettings
 from agentcore.engine.endings import (
+    answer_text,
     end_operation,
     end_operation_aborted,
-    last_assistant_text,
     settle_open_calls,
 )
 from agentcore.engine.retry import (
@@ -176,19 +176,19 @@ class EngineBase:
         self.mark_cancelled("the run was cancelled")
 
     def finish_completed(self, op: dict[str, Any], commit: Commit, text: str) -> RunEndEvent:
-        return self._terminal(commit, "completed", text or self._last_assistant_text())
+        return self._terminal(commit, "completed", text or self._answer_text())
 
     def finish_failed(self, op: dict[str, Any], code: str, reason: str, *, commit: Commit | None = None) -> RunEndEvent:
         commit = commit or Commit()
         settle_open_calls(self.log, self.request_id, op, commit, f"Not run: the run failed ({reason}).")
-        return self._terminal(commit, "failed", self._last_assistant_text(), error_code=code, error=reason)
+        return self._terminal(commit, "failed", self._answer_text(), error_code=code, error=reason)
 
     def finish_aborted(self, op: dict[str, Any], reason: str, *, commit: Commit | None = None) -> RunEndEvent:
         self.final = end_operation_aborted(self.log, op, reason, commit)
         return self.final
 
-    def _last_assistant_text(self) -> str:
-        return last_assistant_text(self.log, self.request_id)
+    def _answer_text(self) -> str:
+        return answer_text(self.log, self.request_id)
 
     def _end_chat_span(
         self,

@@ -1,27 +1,51 @@
-"""Tool calls too large for the context window (SPEC C5; issue: oversized call arguments).
+"""Tool calls the conversation cannot carry: too large or nested too deep (SPEC C5, T3; issue 22).
 
-A tool call's arguments stay in the conversation: every later request carries them. A call
-whose arguments alone would take more than half of the window can never be answered usefully
-(and an invalid one repeated in a loop grows every request by its size), so the engine refuses
-it before it enters the transcript: the committed assistant message keeps the call with its
-arguments replaced by a short note, the call is not run, and the model gets an error result
-asking for smaller pieces. Pure functions; the engine decides when to apply them.
+A tool call's arguments stay in the conversation: every later request carries them, the store
+commits them, the session snapshot shows them. Two kinds of call can never be answered usefully
+and are refused before they enter the transcript — the committed assistant message keeps the
+call with its arguments replaced by a short note, the call is not run, and the model gets an
+error result saying what to send instead:
+
+- **too large**: arguments alone would take more than half of the window (and an invalid one
+  repeated in a loop grows every request by its size);
+- **too deep**: arguments nest containers more than ``MAX_ARGUMENT_DEPTH`` levels. Everything
+  that walks a value (cleaning, JSON encoding, schema validation, pydantic) recurses, so 900
+  levels failed the whole run with ``RecursionError``. ``too_deep`` measures without recursion.
+
+A code-mode script's nested calls are checked with the same ``too_deep`` at their entry
+(``engine.nested``), before their execution log is written. Pure functions; the engine decides
+when to apply them.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any, Final
 
 from agentcore.context.estimate import estimate_text_tokens
 from agentcore.messages import AssistantMessage, ToolCall
 
 OMITTED_KEY = "omitted"
+MAX_ARGUMENT_DEPTH: Final = 100  # containers on the deepest path; far below Python's recursion limit
 
 
 def argument_token_limit(window: int) -> int:
     """The largest argument size (estimated tokens) one call may occupy: half the window."""
     return max(1, window // 2)
+
+
+def too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether ``value`` nests dicts and lists more than ``limit`` levels (``{"a": 1}`` is one
+    level), measured with an explicit stack: a value of any depth is safe to pass here."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list | tuple) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
+    return False
 
 
 def _argument_tokens(call: ToolCall) -> int:
@@ -31,26 +55,43 @@ def _argument_tokens(call: ToolCall) -> int:
     return estimate_text_tokens(text)
 
 
-def refuse_oversized_calls(message: AssistantMessage, window: int) -> tuple[AssistantMessage, dict[str, int]]:
-    """``message`` with oversized calls' arguments elided, and ``{call id: estimated tokens}``.
+def refuse_unfit_calls(message: AssistantMessage, window: int) -> tuple[AssistantMessage, dict[str, str]]:
+    """``message`` with the arguments of calls it cannot carry elided, and ``{call id: the error
+    result the model gets}`` for those calls.
 
-    Returns the message unchanged (the same object) when no call is too large.
+    Returns the message unchanged (the same object) when every call fits.
     """
     limit = argument_token_limit(window)
-    oversized: dict[str, int] = {}
+    notes: dict[str, str] = {}
+    refusals: dict[str, str] = {}
     for call in message.tool_calls:
+        if too_deep(call.arguments):
+            notes[call.id] = too_deep_note()
+            refusals[call.id] = too_deep_result()
+            continue
         tokens = _argument_tokens(call)
         if tokens > limit:
-            oversized[call.id] = tokens
-    if not oversized:
-        return message, oversized
+            notes[call.id] = oversize_note(tokens, window)
+            refusals[call.id] = oversize_result(tokens, window)
+    if not refusals:
+        return message, refusals
     content = [
-        replace(block, arguments={OMITTED_KEY: oversize_note(oversized[block.id], window)})
-        if isinstance(block, ToolCall) and block.id in oversized
+        replace(block, arguments={OMITTED_KEY: notes[block.id]})
+        if isinstance(block, ToolCall) and block.id in notes
         else block
         for block in message.content
     ]
-    return replace(message, content=content), oversized
+    return replace(message, content=content), refusals
+
+
+def refusal_of(call: dict[str, Any], window: int) -> str | None:
+    """The error result of a committed call refused before it entered the transcript, or None.
+    (``oversize_tokens``: how an operation register written before issue 22 marks one.)"""
+    if "refusal" in call:
+        return str(call["refusal"])
+    if "oversize_tokens" in call:
+        return oversize_result(int(call["oversize_tokens"]), window)
+    return None
 
 
 def oversize_note(tokens: int, window: int) -> str:
@@ -62,4 +103,16 @@ def oversize_result(tokens: int, window: int) -> str:
         f"This call was not run: its arguments (about {tokens:,} tokens) are too large for the "
         f"{window:,}-token context window, so they were removed from the conversation. "
         "Send the content in smaller pieces (several calls, or write it in parts)."
+    )
+
+
+def too_deep_note() -> str:
+    return f"arguments removed: nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+
+
+def too_deep_result() -> str:
+    return (
+        f"This call was not run: its arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep, "
+        "more than a tool call may carry, so they were removed. Send a flatter structure "
+        "(for example a deeply nested document as JSON text in a string field)."
     )

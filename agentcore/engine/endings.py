@@ -15,7 +15,7 @@ from agentcore.errors import EXECUTION_ABORTED
 from agentcore.events import RunEndEvent
 from agentcore.harness.projection import ConversationLog, cancel_key
 from agentcore.harness.storage import Commit, RegisterWrite
-from agentcore.messages import AssistantMessage, TextContent, ToolResultMessage
+from agentcore.messages import AssistantMessage, TextContent, ToolResultMessage, UserMessage
 
 Outcome = Literal["completed", "failed", "aborted"]
 
@@ -66,15 +66,68 @@ def settle_open_calls(log: ConversationLog, request_id: str, op: dict[str, Any],
         commit.entries.append(log.message_entry(message, request_id, call_key=key))
 
 
-def last_assistant_text(log: ConversationLog, request_id: str) -> str:
-    """The operation's latest answer text (what its end event reports)."""
-    for index in range(len(log.messages) - 1, -1, -1):
-        if log.message_ops[index] != request_id:
+CONTINUED_STOPS = frozenset({"error", "length", "tool_use", "pause_turn"})
+"""Stop reasons of a reply the operation went on to continue when it has no tool call: an
+interruption (the kept partial), the output limit, a lost call, a paused turn (SPEC L3–L5, P2)."""
+
+
+def answer_text(log: ConversationLog, request_id: str, reply: AssistantMessage | None = None) -> str:
+    """The whole answer of ``request_id``'s operation: what its end event and its plan carry.
+
+    The answer is ``reply`` (the reply being settled, not committed yet) or else the operation's
+    newest reply with text, joined — in the order they streamed — with every earlier reply it
+    continues: a reply cut short by an interruption, a crash, the output limit, a lost call or a
+    paused turn, with the runtime's continuation prompt after it. Replies before the last tool
+    round are not part of it (the seed's rule for plans, PL3). Read from the committed
+    transcript, so every store, and a reopen after any number of crashes, gives the same text.
+    """
+    messages, ops = log.messages, log.message_ops
+    index = len(messages) - 1
+    parts: list[str] = []
+    if reply is not None:
+        parts.append(reply.text)
+    else:
+        while index >= 0 and ops[index] == request_id:
+            message = messages[index]
+            index -= 1
+            if isinstance(message, AssistantMessage) and message.text:
+                parts.append(message.text)
+                break
+        else:
+            return ""
+    while index >= 0:
+        continued = _continued_reply(log, index, request_id)
+        if continued is not None:
+            parts.append(continued.text)
+            index -= 1
+        elif _is_continuation_prompt(log, index, request_id):
+            index -= 1
+        else:
             break
-        message = log.messages[index]
-        if isinstance(message, AssistantMessage) and message.text:
-            return message.text
-    return ""
+    return "".join(reversed(parts))
+
+
+def _is_continuation_prompt(log: ConversationLog, index: int, request_id: str) -> bool:
+    """Whether the message at ``index`` is the runtime's prompt between two parts of the answer."""
+    return (
+        log.message_synthetic[index]
+        and log.message_ops[index] == request_id
+        and isinstance(log.messages[index], UserMessage)
+        and _continued_reply(log, index - 1, request_id) is not None
+    )
+
+
+def _continued_reply(log: ConversationLog, index: int, request_id: str) -> AssistantMessage | None:
+    """The operation's reply at ``index`` if the operation went on to continue it."""
+    message = log.messages[index] if index >= 0 else None
+    if (
+        isinstance(message, AssistantMessage)
+        and log.message_ops[index] == request_id
+        and message.stop_reason in CONTINUED_STOPS
+        and not message.tool_calls
+    ):
+        return message
+    return None
 
 
 def end_operation_aborted(
@@ -84,5 +137,5 @@ def end_operation_aborted(
     commit = commit or Commit()
     request_id = op["request_id"]
     settle_open_calls(log, request_id, op, commit, "Not run: the run was cancelled.")
-    text = last_assistant_text(log, request_id)
+    text = answer_text(log, request_id)
     return end_operation(log, request_id, commit, "aborted", text, error_code=EXECUTION_ABORTED, error=reason)

@@ -6,7 +6,9 @@ whitelist (minus tools that call tools, ``ask_user`` and ``subagent``), ``prepar
 approval (the payload names the caller), an intent committed before the effect and the result
 after it (DURABILITY 9), the replay policy after a crash and cancellation. Calls are recorded
 under the parent's key as ``<parent>/n<k>`` in the order they were made; a refused call
-(unknown tool, invalid arguments, denied) gets a result and no intent (DURABILITY 11).
+(unknown tool, invalid arguments, denied) gets a result and no intent (DURABILITY 11); so does
+a call whose arguments are nested deeper than ``call_limits.MAX_ARGUMENT_DEPTH`` — checked
+first, as the engine checks a model's calls, and logged with a note in place of its arguments.
 
 Recovery: the parent tool is replay-safe, so the tool round runs it again from the start with
 its persisted arguments. ``call(k, ...)`` then answers from the log when call k is committed
@@ -25,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from agentcore.engine.call_limits import OMITTED_KEY, too_deep, too_deep_note, too_deep_result
 from agentcore.engine.interrupted import interrupted_result
 from agentcore.harness.projection import CodeRun
 from agentcore.harness.storage import Commit, RegisterWrite
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 
 NOT_NESTABLE = frozenset({ASK_USER, "subagent"})  # they wait for a person / start a context
 STOP_GRACE_S = 5.0  # how long a stopped nested call may take to honour its abort signal
+TOO_DEEP_DIGEST = "too-deep"  # the log's identity of a call refused for its depth (never a sha256 hex)
 
 Status: TypeAlias = Literal["completed", "failed", "blocked", "invalid", "denied", "unknown", "cancelled", "paused"]
 NestedRun: TypeAlias = Callable[[dict[str, Any], ToolContext, "NestedCalls"], Awaitable[ToolResult]]
@@ -154,8 +158,13 @@ class NestedCalls:
         the deadline check of a recovery); ``abort`` stops the call like the turn's abort stops
         a direct call. Raises ``ReplayMismatch`` when the call differs from the log.
         """
-        arguments = {} if arguments is None else clean_value(arguments)  # as for a model's call
-        digest = arguments_digest(arguments)
+        depth_refusal: ToolResult | None = None
+        if too_deep(arguments):  # before anything walks them (cleaning, the digest) recursively
+            arguments, digest = {OMITTED_KEY: too_deep_note()}, TOO_DEEP_DIGEST
+            depth_refusal = ToolResult.text(too_deep_result(), is_error=True)
+        else:
+            arguments = {} if arguments is None else clean_value(arguments)  # as for a model's call
+            digest = arguments_digest(arguments)
         run = self.recorded
         intent = run.intents.get(index) if run is not None else None
         result = run.results.get(index) if run is not None else None
@@ -178,6 +187,10 @@ class NestedCalls:
             unknown = await interrupted_result(intent, environment)
             return self._settle(index, key, name, "unknown", unknown, clock, started=None, intent=intent)
         base = {"index": index, "name": name, "digest": digest}
+        if depth_refusal is not None:
+            return self._settle(
+                index, key, name, "invalid", depth_refusal, clock, started=None, extra=base, args=arguments
+            )
         if tool is None:
             refusal = ToolResult.text(
                 f"tools.{name} is not available in code mode; available: {', '.join(self._tools) or 'none'}",

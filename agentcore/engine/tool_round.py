@@ -21,7 +21,7 @@ from typing import Any
 
 from agentcore.engine.base import TurnConfig
 from agentcore.engine.base import display_id as shown_id_of
-from agentcore.engine.call_limits import oversize_result
+from agentcore.engine.call_limits import refusal_of
 from agentcore.engine.decisions import Decisions
 from agentcore.engine.endings import call_key
 from agentcore.engine.interrupted import interrupted_result
@@ -145,8 +145,8 @@ class ToolRound(Decisions):
             if tool is None:
                 settled.append((call, ToolResult.text(f"Unknown tool {call['name']!r}.", is_error=True), display_id))
                 continue
-            if "oversize_tokens" in call:  # refused before it entered the transcript: no intent, no effect
-                refusal = oversize_result(call["oversize_tokens"], self._window(cfg))
+            refusal = refusal_of(call, self._window(cfg))
+            if refusal is not None:  # refused before it entered the transcript: no intent, no effect
                 settled.append((call, ToolResult.text(refusal, is_error=True), display_id))
                 continue
             if RAW_ARGUMENTS_KEY in call["arguments"]:
@@ -325,7 +325,7 @@ class ToolRound(Decisions):
                 tool is None
                 or tool.name == ASK_USER
                 or RAW_ARGUMENTS_KEY in call["arguments"]
-                or "oversize_tokens" in call
+                or refusal_of(call, self._window(cfg)) is not None
             ):
                 continue
             if not tool.builtin and (self.host.approve_tool_call is not None or tool.name in cfg.tool_definitions):

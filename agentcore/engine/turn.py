@@ -16,9 +16,9 @@ from typing import Any
 
 from agentcore.context.compaction import plan_compaction, should_compact, summary_message
 from agentcore.engine.base import EngineBase, TurnConfig
-from agentcore.engine.call_limits import refuse_oversized_calls
+from agentcore.engine.call_limits import refuse_unfit_calls
 from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
-from agentcore.engine.endings import call_key
+from agentcore.engine.endings import answer_text, call_key
 from agentcore.engine.fragments import FragmentBuffer, assemble_partial
 from agentcore.engine.interrupted import INTERRUPTED_RESULT
 from agentcore.engine.pump import with_ticks
@@ -417,9 +417,9 @@ class TurnEngine(ToolRound, CompactionStep):
             commit.registers.append(self._next_model_op(op, budgets, reset=reset))
 
         if failure is None:
-            oversized: dict[str, int] = {}
+            refusals: dict[str, str] = {}
             if message.tool_calls:
-                message, oversized = refuse_oversized_calls(message, self._window(cfg))
+                message, refusals = refuse_unfit_calls(message, self._window(cfg))
             calls = message.tool_calls
             entry = self.log.message_entry(message, self.request_id, settles_fragments=True)
             commit.entries.append(entry)
@@ -429,8 +429,8 @@ class TurnEngine(ToolRound, CompactionStep):
                     {"id": c.id, "name": c.name, "arguments": c.arguments, "index": i} for i, c in enumerate(calls)
                 ]
                 for call in tool_calls:
-                    if call["id"] in oversized:
-                        call["oversize_tokens"] = oversized[call["id"]]
+                    if call["id"] in refusals:
+                        call["refusal"] = refusals[call["id"]]
                 value = dict(op, phase="tools", budgets=_budgets_dict(budgets), tool_calls=tool_calls)
                 value.update(assistant_entry=entry.id, pause_turns=0)
                 commit.registers.append(self.log.set_op(value))
@@ -472,13 +472,13 @@ class TurnEngine(ToolRound, CompactionStep):
                     value = dict(op, phase="model", step=step + 1, attempt=0, budgets=_budgets_dict(budgets))
                     value["pause_turns"] = pause_turns
                     commit.registers.append(self.log.set_op(value))
-            elif cfg.mode == "plan" and message.text.strip():
+            elif cfg.mode == "plan" and (answer := answer_text(self.log, self.request_id, message)).strip():
                 budgets.reset()
-                plan = {"approval_id": f"{self.request_id}:plan:{step}", "text": message.text}
+                plan = {"approval_id": f"{self.request_id}:plan:{step}", "text": answer}
                 value = dict(op, phase="plan_review", budgets=_budgets_dict(budgets), plan=plan)
                 commit.registers.append(self.log.set_op(value))
             else:
-                final = self.finish_completed(op, commit, message.text)
+                final = self.finish_completed(op, commit, answer_text(self.log, self.request_id, message))
         else:
             has_content = any(
                 (isinstance(b, TextContent) and b.text) or (isinstance(b, ThinkingContent) and b.thinking)

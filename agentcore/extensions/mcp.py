@@ -43,7 +43,14 @@ from agentcore.extensions.mcp_connection import (
     connect_mcp_server,
 )
 from agentcore.messages import ImageContent, TextContent, UserContent
-from agentcore.tools.base import AgentTool, Replay, ToolContext, ToolResult
+from agentcore.tools.base import (
+    DEFAULT_CALL_TIMEOUT_S,
+    AgentTool,
+    Replay,
+    ToolContext,
+    ToolResult,
+    check_call_timeout,
+)
 
 __all__ = [
     "MCP_CONNECTION_FAILED",
@@ -82,6 +89,7 @@ async def create_mcp_tools(
     *,
     allowed_tools: Sequence[str] | None = None,
     prefix: str | None = None,
+    call_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S,
 ) -> list[AgentTool]:
     """Turn the server's tools into ``AgentTool`` objects for ``extra_tools`` (SPEC T3/T4).
 
@@ -95,7 +103,12 @@ async def create_mcp_tools(
       only connect servers you trust.
     - ``allowed_tools`` keeps only the listed tools (server names or the final names); a name
       the server does not offer raises ``InputValidationError`` with ``field="allowed_tools"``.
+    - ``call_timeout_s`` bounds each call (``AgentTool.timeout_s``; default 600 s, None = no
+      limit): a server that never answers (a hung one, or one that cannot encode its own result
+      and so never sends it) gets the call stopped — the SDK tells the server it was cancelled
+      — and the model a retryable error, instead of a turn that waits until someone cancels it.
     """
+    timeout = check_call_timeout(call_timeout_s, "call_timeout_s")
     if allowed_tools is not None and (
         isinstance(allowed_tools, str) or not all(isinstance(n, str) for n in allowed_tools)
     ):
@@ -127,10 +140,12 @@ async def create_mcp_tools(
             )
         named = [(name, tool) for name, tool in named if tool.name in wanted or name in wanted]
 
-    return [mcp_agent_tool(connection, name, tool) for name, tool in named]
+    return [mcp_agent_tool(connection, name, tool, timeout_s=timeout) for name, tool in named]
 
 
-def mcp_agent_tool(connection: McpConnection, name: str, tool: mcp_types.Tool) -> AgentTool:
+def mcp_agent_tool(
+    connection: McpConnection, name: str, tool: mcp_types.Tool, *, timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S
+) -> AgentTool:
     """One listed MCP tool as an ``AgentTool`` named ``name`` (see ``create_mcp_tools``)."""
     hints = tool.annotations
     read_only = bool(hints and hints.read_only_hint)
@@ -152,6 +167,7 @@ def mcp_agent_tool(connection: McpConnection, name: str, tool: mcp_types.Tool) -
         output_schema=copy.deepcopy(tool.output_schema) if tool.output_schema is not None else None,
         replay=replay,
         read_only=read_only,
+        timeout_s=timeout_s,
         metadata={
             "mcp_server_id": connection.server_id,
             "mcp_tool": mcp_name,

@@ -40,7 +40,7 @@ from agentcore.extensions.mcp import (
     mcp_agent_tool,
     mcp_tool_name,
 )
-from agentcore.tools.base import AgentTool
+from agentcore.tools.base import DEFAULT_CALL_TIMEOUT_S, AgentTool
 
 __all__ = [
     "McpServerDefinition",
@@ -169,6 +169,7 @@ def create_mcp_tool_catalog(
     descriptors: Sequence[CatalogToolDescriptor | Mapping[str, Any]] | None = None,
     connect: Connect | None = None,
     approve: ApproveHook | None = None,
+    call_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S,
 ) -> AgentToolCatalog:
     """An ``AgentToolCatalog`` for one MCP server (SPEC X3). Validates, starts nothing.
 
@@ -181,6 +182,8 @@ def create_mcp_tool_catalog(
       remote execution target); default ``connect_mcp_definition``.
     - ``approve(payload)`` is asked before each call (payload: ``catalog_id``, ``server_id``,
       ``tool``, ``mcp_tool``, ``arguments``, ``tool_call_id``); raising or returning False denies.
+    - ``call_timeout_s``: the time limit of each call (``AgentToolCatalog.call_timeout_s``;
+      default 600 s, None = no limit).
     """
     if isinstance(definition, McpServerDefinition):
         server = definition
@@ -219,6 +222,7 @@ def create_mcp_tool_catalog(
         kind="mcp",
         info={"transport": server.transport, "target": server.redact(server.target)},
         redact=server.redact,
+        call_timeout_s=call_timeout_s,
     )
 
 

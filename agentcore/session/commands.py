@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentcore.errors import InputValidationError
-from agentcore.inputs import AskResume, Effort, ImageInput, PlanResume, ToolApprovalResume
+from agentcore.inputs import AskResume, Effort, Identifier, ImageInput, PlanResume, ToolApprovalResume
 
 MAX_TASK_INPUT_BYTES = 256 * 1024
 MAX_JSON_DEPTH = 64
@@ -25,7 +25,7 @@ MAX_JSON_DEPTH = 64
 class _Command(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    request_id: str = Field(min_length=1, max_length=200)
+    request_id: Identifier
     target_id: int | None = Field(default=None, ge=0)
 
 
@@ -54,12 +54,12 @@ class SubmitCommand(_Command):
 
 class WithdrawCommand(_Command):
     type: Literal["withdraw"]
-    input_id: str = Field(min_length=1, max_length=200)
+    input_id: Identifier
 
 
 class PromoteCommand(_Command):
     type: Literal["promote"]
-    input_id: str = Field(min_length=1, max_length=200)
+    input_id: Identifier
 
 
 class CompactCommand(_Command):
@@ -74,7 +74,7 @@ class ResetCommand(_Command):
 
 class ForkCommand(_Command):
     type: Literal["fork"]
-    entry_id: str = Field(min_length=1, max_length=200)
+    entry_id: Identifier
 
 
 class DeleteCommand(_Command):
@@ -104,7 +104,7 @@ class ConfigureCommand(_Command):
 class PlanItem(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str = Field(min_length=1, max_length=200)
+    id: Identifier
     text: str = Field(min_length=1, max_length=10_000)
     status: Literal["pending", "in_progress", "completed"]
 
@@ -126,7 +126,7 @@ class PlanCommand(_Command):
 class CancelCommand(_Command):
     type: Literal["cancel"]
     scope: Literal["foreground", "all", "task"] = "foreground"
-    task_id: str | None = Field(default=None, min_length=1, max_length=200)
+    task_id: Identifier | None = None
 
     @model_validator(mode="after")
     def _task_needs_id(self) -> CancelCommand:
@@ -143,7 +143,7 @@ class SnapshotCommand(_Command):
 
 class TaskCommand(_Command):
     type: Literal["task"]
-    name: str = Field(min_length=1, max_length=200)
+    name: Identifier
     input: Any = None
     background: bool = False
 
@@ -156,7 +156,7 @@ class ResumeCommand(_Command):
     """
 
     type: Literal["resume"]
-    input_id: str = Field(min_length=1, max_length=200)
+    input_id: Identifier
     plan_resume: PlanResume | None = None
     ask_resume: AskResume | None = None
     tool_resume: ToolApprovalResume | None = None

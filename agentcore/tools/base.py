@@ -9,11 +9,14 @@ so ``execute`` may trust its input shape. Business failures raise ``ToolError`` 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
+from agentcore.errors import InputValidationError
+from agentcore.inputs import MAX_TOOL_RESULT_BYTES
 from agentcore.messages import ImageContent, TextContent, UserContent
 
 if TYPE_CHECKING:
@@ -21,6 +24,27 @@ if TYPE_CHECKING:
     from agentcore.tools.guard import PathGuard
 
 Replay: TypeAlias = Literal["never", "safe"]
+
+DEFAULT_CALL_TIMEOUT_S: Final = 600.0  # MCP tools and catalog tools: generous, a call may be slow
+MAX_CALL_TIMEOUT_S: Final = 86_400.0
+
+
+def check_call_timeout(value: Any, field: str) -> float | None:
+    """A tool call's time limit in seconds (None = no limit), or ``input_validation`` naming ``field``."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= MAX_CALL_TIMEOUT_S
+    ):
+        raise InputValidationError(
+            f"{field} must be a number of seconds above 0 and at most {MAX_CALL_TIMEOUT_S:g}, or None for no limit; "
+            f"got {value!r}",
+            field=field,
+        )
+    return float(value)
 
 
 @dataclass(slots=True)
@@ -63,6 +87,8 @@ class ToolContext:
     # The engine should store it with the call's intent; None → bash makes up a random one.
     call_token: str | None = None
     env: AgentExecutionEnv | None = None
+    # The cap on this call's result (``result_cap``): ``create_agent(max_tool_result_bytes=...)``.
+    max_result_bytes: int = MAX_TOOL_RESULT_BYTES
 
 
 ToolExecute: TypeAlias = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
@@ -75,7 +101,10 @@ class AgentTool:
     ``replay`` says what recovery may do when the process died after the call started but
     before its result was committed: ``never`` (default) → the model is told the outcome is
     unknown; ``safe`` → the call is executed again with the persisted arguments.
-    ``read_only`` tools from one model response may run concurrently.
+    ``read_only`` tools from one model response may run concurrently. ``timeout_s`` bounds one
+    call (None: no limit of the engine's; MCP and catalog tools get ``DEFAULT_CALL_TIMEOUT_S``):
+    the executor stops a call that runs longer and gives it an error result saying it may be
+    retried.
     """
 
     name: str
@@ -88,6 +117,10 @@ class AgentTool:
     read_only: bool = False
     builtin: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        self.timeout_s = check_call_timeout(self.timeout_s, "timeout_s")
 
 
 @dataclass(slots=True, frozen=True)

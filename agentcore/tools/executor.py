@@ -5,7 +5,9 @@ Everything that can go wrong with a call becomes a ``ToolResult`` with ``is_erro
 model can read and correct — invalid JSON, a schema violation (naming the field), a
 ``ToolError`` or any other exception from the tool, structured content that does not match
 ``output_schema``. Only ``asyncio.CancelledError`` (and exception types the caller lists in
-``propagate``, such as ``UserInputRequired`` for a tool that pauses the run) escape.
+``propagate``, such as ``UserInputRequired`` for a tool that pauses the run) escape. A call that
+runs longer than its tool's ``timeout_s`` is stopped (cancelled) and gets an error result saying
+it may be retried.
 
 Concurrency: independent ``read_only`` calls from one model response may run at the same
 time; a call that is not read-only runs alone, after everything before it and before
@@ -19,7 +21,10 @@ valid UTF-8 (``display.clean_text``: undecodable bytes as ``\\xNN``); ``structur
 be JSON (no NaN, no bytes) or the call is an error; an image block must be real (strict base64,
 a PNG/JPEG/GIF/WebP whose content matches its ``mime_type``) or it is replaced by a note. A
 result that could not be committed would fail the run — and, for a replay-safe tool, every
-resume of it — so nothing of the kind may pass.
+resume of it — so nothing of the kind may pass. And every result is bounded there
+(``result_cap``): the text is cut to ``ctx.max_result_bytes``, oversized structured content is
+not kept, the rest is saved to a file the model is told about; a progress update is cut to the
+same size.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from agentcore.inputs import check_image_data
 from agentcore.messages import ImageContent, TextContent, UserContent
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 from agentcore.tools.display import clean_text, clean_value
+from agentcore.tools.result_cap import cap_result, cap_update
 
 MAX_REPORTED_ERRORS: Final = 5
 _STRICT_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
@@ -172,6 +178,13 @@ def _message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _timed_out(tool: AgentTool) -> str:
+    return (
+        f"Tool {tool.name!r} did not finish within {tool.timeout_s:g} s and was stopped (its service may be stuck "
+        "or slow). This may be temporary: call the tool again to retry."
+    )
+
+
 def _clean_image(block: ImageContent) -> UserContent:
     try:
         check_image_data(block.data, block.mime_type)
@@ -181,8 +194,9 @@ def _clean_image(block: ImageContent) -> UserContent:
     return block
 
 
-def _safe_result(tool: AgentTool, result: ToolResult) -> ToolResult:
-    """``result`` with only committable content (see the module docstring), or an error result."""
+def _safe_result(tool: AgentTool, result: ToolResult) -> tuple[ToolResult, str | None]:
+    """``result`` with only committable content (see the module docstring), or an error result;
+    with its structured content as JSON text (None when it has none)."""
     content: list[UserContent] = []
     for block in result.content:
         if isinstance(block, TextContent) and isinstance(block.text, str):
@@ -195,20 +209,22 @@ def _safe_result(tool: AgentTool, result: ToolResult) -> ToolResult:
                 f"Tool {tool.name!r} returned a content block of type {type(block).__name__}; "
                 "expected TextContent or ImageContent",
                 is_error=True,
-            )
+            ), None
     structured = result.structured_content
+    encoded = None
     if structured is not None:
         structured = clean_value(structured)
         try:
-            _STRICT_JSON.encode(structured)
+            encoded = _STRICT_JSON.encode(structured)
         except (TypeError, ValueError) as exc:
             return ToolResult.text(
                 f"Tool {tool.name!r} returned structured content that is not JSON: {clean_text(str(exc))}",
                 is_error=True,
-            )
+            ), None
     if structured is result.structured_content and all(a is b for a, b in zip(content, result.content, strict=True)):
-        return result
-    return ToolResult(content, is_error=result.is_error, structured_content=structured, terminate=result.terminate)
+        return result, encoded
+    safe = ToolResult(content, is_error=result.is_error, structured_content=structured, terminate=result.terminate)
+    return safe, encoded
 
 
 async def execute_call(
@@ -221,39 +237,55 @@ async def execute_call(
     """Run ``tool`` with prepared ``arguments``; never raises except CancelledError and ``propagate``.
 
     The result (and every partial update passed to ``ctx.on_update``) is valid UTF-8 text and
-    committable JSON, whatever the tool returned (see the module docstring).
+    committable JSON, whatever the tool returned, and within the result cap (see the module
+    docstring).
     """
+    result, structured_json = await _checked_result(tool, arguments, ctx, propagate)
+    return cap_result(result, ctx, tool.name, structured_json)
+
+
+async def _checked_result(
+    tool: AgentTool, arguments: dict[str, Any], ctx: ToolContext, propagate: tuple[type[BaseException], ...]
+) -> tuple[ToolResult, str | None]:
     forward = ctx.on_update
     if forward is not None:
-        ctx.on_update = lambda partial: forward(clean_text(partial) if isinstance(partial, str) else str(partial))
+        update_cap = ctx.max_result_bytes
+        ctx.on_update = lambda partial: forward(
+            cap_update(clean_text(partial) if isinstance(partial, str) else str(partial), update_cap)
+        )
+    limit = asyncio.timeout(tool.timeout_s)  # None: no limit
     try:
-        result = await tool.execute(arguments, ctx)
+        async with limit:
+            result = await tool.execute(arguments, ctx)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         if propagate and isinstance(exc, propagate):
             raise
-        return ToolResult.text(_message(exc), is_error=True)
+        if isinstance(exc, TimeoutError) and limit.expired():
+            return ToolResult.text(_timed_out(tool), is_error=True), None
+        return ToolResult.text(_message(exc), is_error=True), None
     finally:
         ctx.on_update = forward
     if not isinstance(result, ToolResult):
         return ToolResult.text(
             f"Tool {tool.name!r} returned {type(result).__name__} instead of a ToolResult", is_error=True
-        )
-    result = _safe_result(tool, result)
+        ), None
+    result, structured_json = _safe_result(tool, result)
     if tool.output_schema is not None and not result.is_error:
         try:
             errors = validate_against(tool.output_schema, result.structured_content)
         except InvalidSchema as exc:
-            return ToolResult.text(f"Tool {tool.name!r} has an invalid output schema: {exc.message}", is_error=True)
+            message = f"Tool {tool.name!r} has an invalid output schema: {exc.message}"
+            return ToolResult.text(message, is_error=True), None
         if errors:
             return ToolResult.text(
                 f"Tool {tool.name!r} returned structured content that does not match its output schema:\n"
                 f"{describe_validation_errors(errors)}",
                 is_error=True,
                 terminate=result.terminate,
-            )
-    return result
+            ), None
+    return result, structured_json
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""Output bounds shared by the built-in tools.
+"""Output bounds shared by the tools.
 
 Every byte a tool returns lands in the model's context window, so tool output is bounded.
 ``read`` keeps the HEAD of a file (the model pages forward with ``offset``); ``bash`` keeps the

@@ -118,7 +118,8 @@ async def test_kill_after_text_continues_from_committed_fragments(server, tmp_pa
 
 
 async def test_repeated_crashes_keep_continuing_from_latest_fragments(server, tmp_path, workspace) -> None:
-    """D3: crash, resume, crash again after more text, resume: every fragment kept exactly once."""
+    """D3/L3: crash, resume, crash again after more text, resume: every fragment kept exactly
+    once, and the end event — and a replay in a new process — carries the whole answer (issue 22)."""
     db = tmp_path / "c.sqlite"
     server.enqueue([Text("One. "), Hang()])
     child = await start_child(server, db, workspace)
@@ -130,7 +131,10 @@ async def test_repeated_crashes_keep_continuing_from_latest_fragments(server, tm
     await child.kill()
     server.enqueue([Text("Three.")])
     end = await (await start_child(server, db, workspace)).finish()
-    assert end["status"] == "completed"
+    assert end["status"] == "completed" and end["text"] == "One. Two. Three."
+    again = await (await start_child(server, db, workspace)).finish()
+    assert again["replayed"] and again["text"] == "One. Two. Three."
+    assert len(server.requests) == 3, "the replay called no model"
     messages, _ = await transcript(db, server)
     joined = texts(messages)
     assert joined.count("One. ") == 1 and joined.count("Two. ") == 1 and joined.count("Three.") == 1

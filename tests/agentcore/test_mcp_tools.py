@@ -92,6 +92,10 @@ async def test_discovery_names_tools_server_id_underscore_tool(tools: dict[str, 
         "fx_pid",
         "fx_env",
         "fx_dotted_name",  # "dotted.name" reduced to [a-zA-Z0-9_-]
+        "fx_big",
+        "fx_hang",
+        "fx_hang_status",
+        "fx_unencodable",
     }
     assert tools["fx_dotted_name"].metadata == {"mcp_server_id": "fx", "mcp_tool": "dotted.name", "mcp_annotations": {}}
     assert tools["fx_add"].description == "Add two integers."

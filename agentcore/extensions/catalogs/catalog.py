@@ -25,7 +25,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from agentcore.errors import InputValidationError
 from agentcore.extensions.catalogs.definitions import LIMITS, oversized
-from agentcore.tools.base import AgentTool, Replay
+from agentcore.tools.base import DEFAULT_CALL_TIMEOUT_S, AgentTool, Replay, check_call_timeout
 
 __all__ = [
     "AgentToolCatalog",
@@ -121,6 +121,9 @@ class AgentToolCatalog:
     ``kind`` and ``info`` are shown in the snapshot's ``records["catalogs"]`` — never put
     credentials there. ``redact`` is applied to every error text of this catalog before it
     reaches the model, the store or the records (the MCP helper masks its env and headers).
+    ``call_timeout_s`` bounds each call of a catalog tool — connecting, verifying, ``approve``
+    and the service's answer together (default 600 s, None = no limit): a call that runs
+    longer is stopped and the model gets a retryable error.
     """
 
     id: str
@@ -131,6 +134,7 @@ class AgentToolCatalog:
     kind: str = "custom"
     info: Mapping[str, str] = field(default_factory=dict)
     redact: Callable[[str], str] | None = None
+    call_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S
 
     def __post_init__(self) -> None:
         tools, allowed = check_catalog(self, "")
@@ -186,6 +190,7 @@ def check_catalog(catalog: AgentToolCatalog, prefix: str) -> Normalized:
         isinstance(k, str) and isinstance(v, str) for k, v in catalog.info.items()
     ):
         raise _fail("info must map strings to strings", f"{prefix}info")
+    check_call_timeout(catalog.call_timeout_s, f"{prefix}call_timeout_s")
 
     tools: tuple[CatalogToolDescriptor, ...] | None = None
     if catalog.tools is not None:

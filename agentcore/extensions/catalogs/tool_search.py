@@ -348,6 +348,7 @@ class ToolSearchExtension(BaseExtension):
             replay=definition["replay"],
             read_only=bool(definition["read_only"]),
             metadata={"catalog_id": catalog_id},
+            timeout_s=self.links[catalog_id].catalog.call_timeout_s,
         )
         return wrapper
 
