@@ -24,7 +24,9 @@ from dataclasses import replace
 from typing import Any, Final
 
 from agentcore.context.estimate import estimate_text_tokens
+from agentcore.json_depth import text_nests_deeper_than, value_nests_deeper_than
 from agentcore.messages import AssistantMessage, ToolCall
+from agentcore.providers.shared import RAW_ARGUMENTS_KEY
 
 OMITTED_KEY = "omitted"
 MAX_ARGUMENT_DEPTH: Final = 100  # containers on the deepest path; far below Python's recursion limit
@@ -35,17 +37,13 @@ def argument_token_limit(window: int) -> int:
     return max(1, window // 2)
 
 
-def too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
-    """Whether ``value`` nests dicts and lists more than ``limit`` levels (``{"a": 1}`` is one
-    level), measured with an explicit stack: a value of any depth is safe to pass here."""
-    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list | tuple) else []
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
-    return False
+def too_deep(arguments: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether a call's arguments nest more than ``limit`` levels — decoded, or kept as raw text
+    because the decoder could not take them (a text deep enough makes it raise)."""
+    raw = arguments.get(RAW_ARGUMENTS_KEY) if isinstance(arguments, dict) else None
+    if isinstance(raw, str) and text_nests_deeper_than(raw, limit):
+        return True
+    return value_nests_deeper_than(arguments, limit)
 
 
 def _argument_tokens(call: ToolCall) -> int:

@@ -289,7 +289,7 @@ def parse_arguments(text: str) -> dict[str, Any]:
         return {}
     try:
         value = loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # too deep to decode is the model's mistake, not a drop
         return {RAW_ARGUMENTS_KEY: text}
     return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}
 

@@ -77,6 +77,28 @@ async def test_a_model_call_nested_900_deep_gets_an_error_result_and_the_run_goe
     assert "[[[[[[[[[[[[[[[[[[[[" not in sent, "the deep arguments never entered the conversation"
 
 
+@pytest.mark.parametrize("api_kind", API_KINDS)
+async def test_arguments_too_deep_for_the_json_decoder_are_refused_not_retried(
+    make_agent, fake_server, api_kind: str
+) -> None:
+    """L1/L7/T3: arguments 5,000 levels deep — beyond what Python's JSON decoder takes — are the
+    model's mistake, not a dropped connection: that call gets an error result naming the depth,
+    and the model is asked once, never retried as a drop."""
+    receiver = Receiver()
+    deep = '{"x": ' + "[" * 5000 + "1" + "]" * 5000 + "}"
+    fake_server.enqueue(
+        [ToolCall("take", raw_arguments=deep, id="deep")],
+        [Text("done")],
+    )
+    agent = await make_agent(api_kind, extra_tools=[receiver.tool()])
+    events = await collect(agent, "go")
+    assert final(events).status == "completed" and final(events).text == "done"
+    assert not [e for e in events if e.type == "retry"]
+    (refused,) = tool_ends(events, "take")
+    assert refused.is_error and "levels deep" in refused.result and receiver.calls == []
+    assert len(fake_server.requests) == 2
+
+
 async def test_in_a_session_the_deep_call_is_refused_and_the_snapshot_still_serialises(make_agent, fake_server) -> None:
     """S3/S4: the session's tool tasks show the committed (short) arguments, so the snapshot of a
     turn with a deep call is JSON like any other."""

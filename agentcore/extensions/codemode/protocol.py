@@ -18,10 +18,10 @@ of the model).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from agentcore.json_depth import text_nests_deeper_than
 from agentcore.tools.display import clean_text
 
 STACK_BYTES = 1 << 20
@@ -192,7 +192,7 @@ def _check_stored_value(key: str, text: Any) -> None:
     so decoding it cannot recurse too deep)."""
     if not isinstance(text, str) or len(text) > STORE_VALUE_CHARS:
         raise ProtocolError(f"the stored value of {key!r} is not a JSON text within the limit")
-    if nests_deeper_than(text, STORE_VALUE_DEPTH):
+    if text_nests_deeper_than(text, STORE_VALUE_DEPTH):
         raise ProtocolError(f"the stored value of {key!r} is nested deeper than {STORE_VALUE_DEPTH} levels")
     try:
         json.loads(text)
@@ -205,26 +205,3 @@ def _count(data: dict[str, Any], key: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ProtocolError(f"{key} must be a count")
     return value
-
-
-_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{\]}]')
-_OPENING, _CLOSING = frozenset("[{"), frozenset("]}")
-
-
-def nests_deeper_than(text: str, limit: int) -> bool:
-    """Whether arrays and objects nest more than ``limit`` levels in JSON ``text``, read without
-    decoding it (``json.loads`` recurses: a deep enough text raises ``RecursionError``). Text
-    with at most ``limit`` brackets is not scanned."""
-    if text.count("[") + text.count("{") <= limit:
-        return False
-    depth = 0
-    for match in _STRING_OR_BRACKET.finditer(text):
-        token = match.group()
-        if token in _OPENING:
-            depth += 1
-            if depth > limit:
-                return True
-        elif token in _CLOSING:
-            depth -= 1
-    return False
-
