@@ -104,13 +104,20 @@ def check_image_data(data: str, mime_type: str, *, max_bytes: int = MAX_IMAGE_BY
         raise ValueError(f"the content is {found}, not the declared {mime_type}")
 
 
-def input_error(exc: ValidationError, what: str) -> InputValidationError:
-    """The ``InputValidationError`` for the first problem pydantic found, naming its field."""
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_SURROGATE_MESSAGE: Final = "contains a lone surrogate (not valid UTF-8)"
+
+
+def input_error(exc: ValidationError, what: str, *, skip: int = 0) -> InputValidationError:
+    """The ``InputValidationError`` for the first problem pydantic found, naming its field
+    (``skip``: leading parts of its location that are not fields, e.g. a union's tag)."""
     error = exc.errors()[0]
-    loc = ".".join(str(part) for part in error["loc"]) or what
+    loc = ".".join(str(part) for part in error["loc"][skip:]) or what
     ctx_error = (error.get("ctx") or {}).get("error")
     if isinstance(ctx_error, InputValidationError):
         return ctx_error
+    if error["type"] == "string_unicode":  # pydantic-core's words for a lone surrogate
+        return InputValidationError(f"{loc}: {_SURROGATE_MESSAGE}", field=loc)
     message = str(error["msg"]).removeprefix("Value error, ")
     return InputValidationError(f"{loc}: {message}", field=loc)
 
@@ -130,6 +137,7 @@ class BoundaryModel(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             raise input_error(exc, type(self).__name__) from exc
+        refuse_lone_surrogates(self)
 
     # Marks this __init__ as pydantic's own (as ``RootModel`` does), so a NESTED model is still
     # validated by pydantic-core and its errors keep their full path (``images.0.data``).
@@ -138,9 +146,38 @@ class BoundaryModel(BaseModel):
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
         try:
-            return super().model_validate(obj, *args, **kwargs)
+            model = super().model_validate(obj, *args, **kwargs)
         except ValidationError as exc:
             raise input_error(exc, cls.__name__) from exc
+        refuse_lone_surrogates(model)
+        return model
+
+
+
+
+def refuse_lone_surrogates(model: BaseModel) -> None:
+    """Refuse text no store can hold, naming where it is (``ask_resume.answers.scope``).
+
+    pydantic keeps a lone surrogate in a plain ``str`` field (only a constrained one is refused,
+    and with an unhelpful message), and every backend refuses it at commit — after the run has
+    started. So every string a boundary model carries, nested models, lists and dicts (keys
+    too) included, is checked once here, after the fields are valid, before anything is written.
+    """
+    stack: list[tuple[str, Any]] = [(name, value) for name, value in model.__dict__.items()]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and _LONE_SURROGATE.search(value):
+                raise InputValidationError(f"{path}: {_SURROGATE_MESSAGE}", field=path)
+        elif isinstance(value, BaseModel):
+            stack.extend((f"{path}.{name}", item) for name, item in value.__dict__.items())
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str) and not key.isascii() and _LONE_SURROGATE.search(key):
+                    raise InputValidationError(f"{path}: a key contains a lone surrogate (not valid UTF-8)", field=path)
+                stack.append((f"{path}.{key}", item))
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{path}.{index}", item) for index, item in enumerate(value))
 
 
 class ImageInput(BoundaryModel):

@@ -45,6 +45,7 @@ from agentcore.providers.base import (
     ToolSpec,
 )
 from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition
+from agentcore.tools.display import clean_text
 from agentcore.tracing import Span, Tracer, output_messages, usage_attributes
 
 
@@ -179,12 +180,15 @@ class EngineBase:
         return self._terminal(commit, "completed", text or self._answer_text())
 
     def finish_failed(self, op: dict[str, Any], code: str, reason: str, *, commit: Commit | None = None) -> RunEndEvent:
+        """End ``op`` failed. ``reason`` may quote any exception (a host hook's included), so it is
+        made committable here, where every failure's text enters the store."""
+        reason = clean_text(reason)
         commit = commit or Commit()
         settle_open_calls(self.log, self.request_id, op, commit, f"Not run: the run failed ({reason}).")
         return self._terminal(commit, "failed", self._answer_text(), error_code=code, error=reason)
 
     def finish_aborted(self, op: dict[str, Any], reason: str, *, commit: Commit | None = None) -> RunEndEvent:
-        self.final = end_operation_aborted(self.log, op, reason, commit)
+        self.final = end_operation_aborted(self.log, op, clean_text(reason), commit)
         return self.final
 
     def _answer_text(self) -> str:

@@ -30,6 +30,7 @@ from agentcore.messages import (
 )
 from agentcore.prompts import load_prompt
 from agentcore.tools.ask_user import ASK_USER, format_answers, normalize_questions
+from agentcore.tools.display import clean_text
 from agentcore.tracing import trace_anchor
 
 
@@ -80,6 +81,7 @@ class Decisions(EngineBase):
         except Exception as exc:
             verdict = {"approved": False, "notes": str(exc)}
         approved, notes = _plan_verdict(verdict)
+        notes = clean_text(notes)  # the host's own text (or its exception's): committed with the decision
         async for event in self.apply_plan_decision(approval_id, approved, text, notes):
             yield event
 

@@ -16,7 +16,16 @@ from typing import Annotated, Any, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agentcore.errors import InputValidationError
-from agentcore.inputs import AskResume, Effort, Identifier, ImageInput, PlanResume, ToolApprovalResume
+from agentcore.inputs import (
+    AskResume,
+    Effort,
+    Identifier,
+    ImageInput,
+    PlanResume,
+    ToolApprovalResume,
+    input_error,
+    refuse_lone_surrogates,
+)
 
 MAX_TASK_INPUT_BYTES = 256 * 1024
 MAX_JSON_DEPTH = 64
@@ -204,15 +213,13 @@ def parse_command(raw: Any) -> Command:
     if raw.get("type") == "task" and "input" in raw:
         check_strict_json(raw["input"], "input")
     try:
-        return _Envelope.model_validate({"command": raw}).command
+        command = _Envelope.model_validate({"command": raw}).command
     except ValidationError as exc:
-        error = exc.errors()[0]
-        parts = [str(p) for p in error["loc"][1:]]
-        if parts and parts[0] == raw.get("type"):
-            parts = parts[1:]  # the union's tag, not a field
-        loc = ".".join(parts) or "type"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        raise InputValidationError(f"{loc}: {message}", field=loc) from None
+        loc = exc.errors()[0]["loc"]
+        tagged = len(loc) > 1 and loc[1] == raw.get("type")  # ("command", <the union's tag>, field…)
+        raise input_error(exc, "type", skip=2 if tagged else 1) from None
+    refuse_lone_surrogates(command)
+    return command
 
 
 def fingerprint(command: Command) -> str:
