@@ -69,6 +69,9 @@ from studio.host_session import (
 __all__ = ["HostError", "HostState", "SessionConfig", "SessionHost", "agentcore_runtime_factory"]
 
 log = logging.getLogger("studio.hosts")
+#: Commands after which a model request may start on a model the composer offered (read from
+#: the registry now): the runtime gets the current model table first.
+MODEL_COMMANDS = ("submit", "configure")
 
 
 class SessionHost:
@@ -599,6 +602,8 @@ class SessionHost:
         """One session command for ``view``'s conversation; refusals become ``HostError``."""
         from agentcore.errors import AGENT_NOT_READY, AgentError
 
+        if command["type"] in MODEL_COMMANDS:
+            await self._refresh_models(hs)
         body = {**command, "request_id": request_id or uuid.uuid4().hex}
         if view.target_id:
             body["target_id"] = view.target_id
@@ -615,6 +620,15 @@ class SessionHost:
             await fold_snapshot(hs, hs.runtime.snapshot())
             return receipt
         raise HostError("unavailable", "The session is not ready; try again.")
+
+    async def _refresh_models(self, hs: HostedSession) -> None:
+        """Hand the runtime the model table as registered now: a model added or priced after
+        the runtime opened is priced as registered when a request starts on it."""
+        table = await database_sync_to_async(selectors.session_model_table)(hs.root_id)
+        await hs.ready.wait()
+        if table != hs.config.models:
+            hs.runtime.update_models(table)
+            hs.config.models = table
 
     # -- publishing ------------------------------------------------------------------------
 

@@ -406,6 +406,7 @@ FULL_REGIONS = (
 #: Regions that follow the session snapshot (status, what the composer offers, the queue).
 CONTROL_REGIONS = (
     "studio/_session_title.html",
+    "studio/_session_model.html",
     "studio/_status.html",
     "studio/_run_controls.html",
     "studio/_queue.html",

@@ -129,6 +129,18 @@ def model_choices(model: RegisteredModel) -> list[RegisteredModel]:
     return list(same.exclude(model_id=""))
 
 
+def model_table(model: RegisteredModel) -> dict[str, Any]:
+    """The runtime's model table (``create_agent(models=...)``): model id → attributes of every
+    model a session on ``model`` may switch to, as registered now."""
+    return {m.model_id: m.attributes for m in model_choices(model) if m.attributes and not m.is_demo}
+
+
+def session_model_table(root_id: str) -> dict[str, Any]:
+    """``model_table`` of the session that owns the store ``root_id``."""
+    model = RegisteredModel.objects.get(sessions__pk=root_id)
+    return model_table(model)
+
+
 def session_config(session_id: str) -> SessionConfig:
     """What the host needs for a view: its store's options (the main session's) and target."""
     from studio.host_session import SessionConfig
@@ -137,7 +149,7 @@ def session_config(session_id: str) -> SessionConfig:
     session = StudioSession.objects.select_related("registered_model", "root__registered_model").get(pk=session_id)
     root = session.root or session
     model = root.registered_model
-    models = {m.model_id: m.attributes for m in model_choices(model) if m.attributes and not m.is_demo}
+    models = model_table(model)
     return SessionConfig(
         session_id=str(session.pk),
         store=location_of(root),
@@ -456,6 +468,9 @@ def controls_context(session: StudioSession, state: HostState) -> dict[str, Any]
             "label": current_model.display_name if current_model is not None else configured.get("model_id", ""),
         },
         "model_choices": choices,
+        # The header names the model the next request runs on (a switch changes it), not the
+        # model the session was created with.
+        "model_in_use": current_model or root.registered_model,
         "effort_choices": Effort.choices,
         "parent_view": parent,
         "read_only": session.read_only,
