@@ -106,7 +106,6 @@ async def test_the_header_names_the_model_in_use_after_a_switch(
     assert ">Beta<" in badge
 
 
-
 async def test_a_model_registered_and_priced_after_the_runtime_opened_is_priced(
     user: Any, make_session: Any, host: Any, priced_server: FakeProviderServer
 ) -> None:
