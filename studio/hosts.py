@@ -37,7 +37,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -67,6 +67,9 @@ from studio.host_session import (
 )
 
 __all__ = ["HostError", "HostState", "SessionConfig", "SessionHost", "agentcore_runtime_factory"]
+
+if TYPE_CHECKING:
+    from studio.confinement import ToolConfinement
 
 log = logging.getLogger("studio.hosts")
 #: Commands after which a model request may start on a model the composer offered (read from
@@ -127,8 +130,8 @@ class SessionHost:
             self._layer = get_channel_layer()
         return self._layer
 
-    def session_options(self) -> dict[str, Any]:
-        return runtime_options.session_options(self.registry)
+    def session_options(self, confinement: ToolConfinement | None = None) -> dict[str, Any]:
+        return runtime_options.session_options(self.registry, confinement)
 
     # -- public commands ------------------------------------------------------------------
 
@@ -451,7 +454,7 @@ class SessionHost:
                     options = root.model_options
                     if options.get("provider") == "demo" and not options.get("base_url"):
                         options["base_url"] = self.demo_base_url()
-                    root.session = self.session_options()
+                    root.session = self.session_options(root.confinement)
                     hs = HostedSession(config=root, term=term)
                     for view_id, target_id, kind in await database_sync_to_async(selectors.views_of)(root_id):
                         hs.views[target_id] = View(view_id, target_id, kind=kind)
