@@ -75,8 +75,10 @@ def session_options(registry: Any, confinement: ToolConfinement | None = None) -
     catalogs = catalog_options()
     if catalogs:
         options["tool_search"] = {"catalogs": catalogs}
-    confined = confinement is not None and confinement.confined
-    environment = confinement.environment if confinement is not None and confined else environment_option()
+    if confinement is not None and confinement.confined:
+        environment = confinement.environment
+    else:
+        environment = environment_option()
     if environment is not None:
         options["environment"] = environment
     return options
