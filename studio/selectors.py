@@ -20,6 +20,7 @@ from studio import rendering, trace, trace_records
 from studio.models import (
     Approval,
     Effort,
+    PermissionPolicy,
     Provider,
     RegisteredModel,
     Run,
@@ -413,7 +414,7 @@ def records_context(session: StudioSession, snapshot: dict[str, Any] | None) -> 
             "is_demo": model.is_demo,
             "tools": confinement.tools,
             "tools_run": confinement.summary,
-            "permission_policy": root.get_permission_policy_display(),
+            "permission_policy": PermissionPolicy(confinement.permission_policy).label,  # as the runtime has it
             "workdir": root.workdir,
             "owner": root.owner.get_username(),
             **_store_facts(root),

@@ -3,15 +3,16 @@
 New sessions get a fresh workspace ``<base>/<session id>``, where the *workspaces base* is
 ``STUDIO_WORKDIR_ROOT`` when it is set, else ``<data dir>/workspaces``. A folder directly under
 the base belongs to the person whose session is named by it, so a workdir under the base must
-lie in a workspace of one of the person's own sessions; the base itself — which shows every
-person's workspaces — is refused, as is every path that is or holds Studio's own data (the data
-directory, the database, the secret and credentials keys). Folders staff list in
-``STUDIO_SHARED_WORKDIRS`` are open to everyone.
+lie in a workspace of one of the person's own sessions, and the base itself — which shows every
+person's workspaces — is refused. With ``STUDIO_WORKDIR_ROOT`` set, nothing outside it is a
+workdir. Folders staff list in ``STUDIO_SHARED_WORKDIRS`` are open to everyone.
 
 Sessions whose tools are confined (``studio.confinement``: people who are not staff, by default)
-may only work in such managed places — a workspace of their own or a shared folder — since the
-sandbox makes the workdir writable and a system directory there would be a way out. Other
-sessions may also use any other existing directory when no ``STUDIO_WORKDIR_ROOT`` is set.
+may only work in such managed places — a workspace of their own or a shared folder — and never
+in a path that is, holds or lies in Studio's own data (the data directory, the database, the
+secret and credentials keys): the sandbox makes the workdir writable and visible, and a system
+directory there would be a way out. Sessions on the server may also use any other existing
+directory when no ``STUDIO_WORKDIR_ROOT`` is set.
 
 Every decision is made on the real path (``..``, ``~`` and symlinks resolved), and a path that is
 not valid UTF-8 is refused (the database could not store it). Errors are ``WorkdirError`` with a
@@ -96,16 +97,20 @@ def resolve_workdir(raw: str, session_id: str, *, owner_sessions: Iterable[str],
 
 
 def workdir_problem(path: Path, own_sessions: set[str], *, confined: bool) -> str | None:
-    """Why ``path`` (a real path) is not a workdir for a person owning ``own_sessions``, or None."""
+    """Why ``path`` (a real path) is not a workdir for a person owning ``own_sessions``, or None.
+
+    Every session keeps to its person's own workspaces under the base. A confined session also
+    keeps away from Studio's data and from any other place than a workspace or a shared folder;
+    a session on the server (staff) may use a folder that holds Studio's data — a checkout with
+    the default ``.studio-data`` in it — since its bash reads what the Studio process can anyway."""
     base = workspaces_base()
-    for protected in protected_paths():
-        if _contains(path, protected):
-            if protected == base:
-                return (
-                    f"{base} holds every person's workspaces: pick your own workspace inside it, "
-                    "or leave the field blank for a new one."
-                )
-            return "This directory is (or holds) Studio's own data: pick another one."
+    if confined and any(_contains(path, p) for p in protected_paths() if p != base):
+        return "This directory is (or holds) Studio's own data: pick another one."
+    if path == base or (confined and _contains(path, base)):
+        return (
+            f"{base} holds every person's workspaces: pick your own workspace inside it, "
+            "or leave the field blank for a new one."
+        )
     if any(_contains(shared, path) for shared in shared_workdirs()):
         return None
     if _contains(base, path):
@@ -113,12 +118,12 @@ def workdir_problem(path: Path, own_sessions: set[str], *, confined: bool) -> st
         if owner not in own_sessions:
             return f"{base / owner} is not a workspace of one of your sessions."
         return None
-    if _contains(data_dir(), path):
+    if confined and _contains(data_dir(), path):
         return "This directory is inside Studio's data directory: pick another one."
     root = settings.STUDIO_WORKDIR_ROOT
-    if root:
+    if root and not _contains(Path(os.path.realpath(root)), path):
         return f"The workdir must be inside {root} (one of your workspaces) or a shared folder."
-    if confined:
+    if confined and not root:
         return (
             "Your session's tools run confined to its workspace: leave the field blank for a new "
             "workspace, or pick one of your workspaces or a shared folder."

@@ -163,3 +163,21 @@ async def test_the_key_reaches_the_provider_and_nothing_else(
     page = (await client.get(reverse("studio:session_detail", args=[session.pk]))).content.decode()
     assert SECRET not in page and "API key</dt><dd>set" in page
     assert SECRET not in await sync_to_async(_database_dump)()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_session_page_says_the_key_cannot_be_read(
+    user: Any, make_session: Any, host: Any, settings: Any, studio_data_dir: Path
+) -> None:
+    """W14/W15: with the credentials key gone, the session page loads and says why the agent
+    cannot run (no 500, no stored value on the page)."""
+    model = await RegisteredModel.objects.acreate(name="Keyed", provider="openai", model_id="gpt", api_key=SECRET)
+    session = await sync_to_async(make_session)(user, registered_model=model)
+    (studio_data_dir / "credentials_key").unlink()
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    response = await client.get(reverse("studio:session_detail", args=[session.pk]))
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "no credentials key" in page and "cannot be read" in page
+    assert SECRET not in page and "fernet:" not in page

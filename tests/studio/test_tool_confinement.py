@@ -122,6 +122,7 @@ async def test_without_a_sandbox_there_is_no_shell_and_the_page_says_why(
     page = (await client.get(reverse("studio:session_detail", args=[session.pk]))).content.decode()
     banner = page.split('id="tools-banner"', 1)[1].split("</div>", 1)[0]
     assert "bash, write and edit are off" in banner and "is not installed" in banner
+    assert "<dt>Permission policy</dt><dd>Read-only" in page  # what the runtime really got
     assert (
         '<code class="code-chip">bash</code>'
         not in page.split('id="records-tools-run"', 1)[0].rsplit("<dt>Tools</dt>", 1)[1]
@@ -176,3 +177,32 @@ def test_studio_starts_on_a_machine_without_bwrap_and_says_what_that_means(tmp_p
     )
     assert done.returncode == 0, done.stderr
     assert "No sandbox (bubblewrap" in done.stdout and "without bash, write and edit" in done.stdout
+
+
+@pytest.mark.django_db
+def test_the_sandbox_settings_hide_studios_data_and_are_checked(settings: Any, studio_data_dir: Path) -> None:
+    """W15: the sandbox hides the data dir, the database, the key files and the workspaces
+    base; ``STUDIO_SANDBOX`` and ``STUDIO_SANDBOX_NETWORK`` are validated, naming the setting."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from studio.confinement import configured_sandbox
+
+    settings.STUDIO_SECRET_KEY_FILE = str(studio_data_dir / "secret_key")
+    settings.STUDIO_WORKDIR_ROOT = str(studio_data_dir.parent / "root")
+    sandbox = configured_sandbox()
+    assert sandbox is not None and sandbox.bwrap == "bwrap" and sandbox.network is False
+    data = studio_data_dir.resolve()
+    assert {str(data), str(data / "secret_key"), str(data / "credentials_key"), str(data.parent / "root")} <= set(
+        sandbox.hidden
+    )
+    settings.STUDIO_SANDBOX_NETWORK = True
+    assert configured_sandbox().network is True  # type: ignore[union-attr]
+    settings.STUDIO_SANDBOX = "off"
+    assert configured_sandbox() is None
+    for bad in ("sandbox-please", "relative/bwrap"):
+        settings.STUDIO_SANDBOX = bad
+        with pytest.raises(ImproperlyConfigured, match="STUDIO_SANDBOX must be bwrap"):
+            configured_sandbox()
+    settings.STUDIO_SANDBOX, settings.STUDIO_SANDBOX_NETWORK = "bwrap", "yes"
+    with pytest.raises(ImproperlyConfigured, match="STUDIO_SANDBOX_NETWORK must be a boolean"):
+        configured_sandbox()

@@ -183,3 +183,20 @@ def test_a_session_made_before_the_rules_on_the_root_is_not_opened(
     with pytest.raises(HostError) as info:
         session_config(str(legacy.pk))
     assert info.value.code == "workdir_refused" and "holds every person's workspaces" in info.value.message
+
+
+def test_a_staff_session_on_the_server_keeps_to_its_own_workspaces_too(
+    client: Client, admin_user: Any, demo_model: Any, root: Path, alice_workspace: Path, tmp_path: Path
+) -> None:
+    """W15: staff (their tools run as the Studio process) may not take the root or alice's
+    workspace either; a folder that holds Studio's data — a checkout with ``.studio-data`` in
+    it — is theirs to use."""
+    client.force_login(admin_user)
+    assert "holds every person's workspaces" in _refused(_post(client, str(root)))
+    assert "not a workspace of one of your sessions" in _refused(_post(client, str(alice_workspace)))
+    assert "must be inside" in _refused(_post(client, str(tmp_path)))
+    from django.conf import settings
+
+    settings.STUDIO_WORKDIR_ROOT = ""
+    assert _post(client, str(tmp_path)).status_code == 302
+    assert StudioSession.objects.get(owner=admin_user).workdir == str(tmp_path.resolve())
