@@ -138,8 +138,8 @@ def check_shared_workdirs() -> None:
             raise ImproperlyConfigured(f"STUDIO_SHARED_WORKDIRS: {shared} is not a directory")
         if _contains(data_dir(), shared) or any(_contains(shared, protected) for protected in protected_paths()):
             raise ImproperlyConfigured(
-                f"STUDIO_SHARED_WORKDIRS: {shared} holds Studio's own data (its data directory, database, keys "
-                "or every person's workspaces); share a folder that does not"
+                f"STUDIO_SHARED_WORKDIRS: {shared} holds or lies in Studio's own data (its data directory, "
+                "database, keys or every person's workspaces); share a folder that does not"
             )
 
 

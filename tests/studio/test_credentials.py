@@ -28,6 +28,7 @@ from agentcore.testing.fake_server import FakeProviderServer
 from agentcore.testing.steps import Stop, Text, Usage
 from studio import credentials, services
 from studio.models import RegisteredModel
+from tests.studio.fakes import scripted_model
 
 SECRET = "sk-live-VERY-SECRET-KEY-123"
 
@@ -141,14 +142,7 @@ async def test_the_key_reaches_the_provider_and_nothing_else(
 ) -> None:
     """W5/S3: the provider gets the key; the agent store, the snapshot, the page and Studio's
     database never hold it."""
-    model = await RegisteredModel.objects.acreate(
-        name="Keyed",
-        provider="custom",
-        model_id="m",
-        base_url=answering_server.base_url,
-        api_key=SECRET,
-        api_kind="openai-responses",
-    )
+    model = await scripted_model(answering_server, "Keyed", api_key=SECRET)
     session = await sync_to_async(make_session)(user, registered_model=model)
     sid = str(session.pk)
     await host.prompt(sid, prompt="hi", agent="build")

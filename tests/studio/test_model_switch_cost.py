@@ -64,16 +64,22 @@ async def _switch(user: Any, session: Any, model: RegisteredModel, version: int 
     assert switched.status_code == 200 and switched.content == b""
 
 
+async def _switched_to_beta(user: Any, make_session: Any, host: Any, server: FakeProviderServer) -> Any:
+    """A session on A that answered once, then switched to B in the composer."""
+    alpha, beta = await _models(server)
+    session = await sync_to_async(make_session)(user, registered_model=alpha)
+    await host.prompt(str(session.pk), prompt="first", agent="build")
+    await host.wait_idle(str(session.pk))
+    await _switch(user, session, beta)
+    return session
+
+
 async def test_after_a_switch_the_request_costs_the_price_of_the_model_that_served_it(
     user: Any, make_session: Any, host: Any, priced_server: FakeProviderServer
 ) -> None:
     """S2 configure + M1: A's turn costs A's price, B's turn after the switch costs B's (not 0)."""
-    alpha, beta = await _models(priced_server)
-    session = await sync_to_async(make_session)(user, registered_model=alpha)
+    session = await _switched_to_beta(user, make_session, host, priced_server)
     sid = str(session.pk)
-    await host.prompt(sid, prompt="first", agent="build")
-    await host.wait_idle(sid)
-    await _switch(user, session, beta)
     await host.prompt(sid, prompt="second", agent="build")
     await host.wait_idle(sid)
     rows = [r async for r in UsageRecord.objects.filter(session=session).order_by("id")]
@@ -87,12 +93,8 @@ async def test_the_header_names_the_model_in_use_after_a_switch(
     user: Any, make_session: Any, host: Any, priced_server: FakeProviderServer
 ) -> None:
     """W1/W3: the session header's model badge is the configured model, on a reload and live."""
-    alpha, beta = await _models(priced_server)
-    session = await sync_to_async(make_session)(user, registered_model=alpha)
+    session = await _switched_to_beta(user, make_session, host, priced_server)
     sid = str(session.pk)
-    await host.prompt(sid, prompt="first", agent="build")
-    await host.wait_idle(sid)
-    await _switch(user, session, beta)
     await host.wait_idle(sid)
     client = AsyncClient()
     await sync_to_async(client.force_login)(user)

@@ -26,6 +26,7 @@ from agentcore.testing.steps import Step, Stop, Text, ToolCall, Usage
 from studio import services
 from studio.models import RegisteredModel, StudioSession
 from studio.models import ToolCall as ToolCallRow
+from tests.studio.fakes import scripted_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,17 +89,6 @@ async def attacker() -> AsyncIterator[tuple[Attacker, FakeProviderServer]]:
     server.stop_in_thread()
 
 
-@pytest.fixture
-async def plain_host() -> AsyncIterator[Any]:
-    from studio.hosts import SessionHost, set_session_host
-
-    host = SessionHost(flush_interval=0.01)
-    set_session_host(host)
-    yield host
-    await host.close()
-    set_session_host(None)
-
-
 def _layout(data: Path, settings: Any, alice_workspace: Path) -> dict[str, str]:
     """Studio's secrets where a default install keeps them (all in the data dir)."""
     database, secret_key = data / "studio.sqlite3", data / "secret_key"
@@ -133,14 +123,7 @@ def _plant(workspace: Path, paths: dict[str, str]) -> None:
 
 
 async def _model(server: FakeProviderServer) -> RegisteredModel:
-    return await RegisteredModel.objects.acreate(
-        name="Attacker's model",
-        provider="custom",
-        model_id="m",
-        base_url=server.base_url,
-        api_key="sk-REAL-KEY",
-        api_kind="openai-responses",
-    )
+    return await scripted_model(server, "Attacker's model", api_key="sk-REAL-KEY")  # type: ignore[no-any-return]
 
 
 async def _new_session(owner: Any, model: RegisteredModel, **kwargs: Any) -> StudioSession:
@@ -160,7 +143,7 @@ async def test_a_non_staff_sessions_tools_cannot_see_studios_secrets_or_other_pe
     settings: Any,
     studio_data_dir: Path,
     attacker: Any,
-    plain_host: Any,
+    host: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """W15/X5: mallory's bash, read, ls, grep and find see none of the database, the keys, the
@@ -174,7 +157,7 @@ async def test_a_non_staff_sessions_tools_cannot_see_studios_secrets_or_other_pe
     assert mallory_session.tool_isolation == "sandbox"
     script.paths = _layout(studio_data_dir, settings, Path(alice_session.workdir))
     _plant(Path(mallory_session.workdir), script.paths)
-    await _run(plain_host, mallory_session)
+    await _run(host, mallory_session)
     assert len(script.results) == 16, script.results.keys()
     seen = json.dumps(script.results)
     for what, marker in MARKERS.items():
@@ -205,7 +188,7 @@ async def test_a_staff_session_keeps_running_on_the_server(
     studio_data_dir: Path,
     tmp_path: Path,
     attacker: Any,
-    plain_host: Any,
+    host: Any,
 ) -> None:
     """W15: a staff member's session runs its tools as the Studio process, as before: bash
     reads what the Studio process can (the point of trusting staff)."""
@@ -218,7 +201,7 @@ async def test_a_staff_session_keeps_running_on_the_server(
     assert staff_session.tool_isolation == "host"
     script.paths = _layout(studio_data_dir, settings, Path(alice_session.workdir))
     script.bash = f"cat {script.paths['database']} {script.paths['alice']}/notes.txt"
-    await _run(plain_host, staff_session)
+    await _run(host, staff_session)
     assert MARKERS["database"] in script.results["call_bash"] and MARKERS["alice"] in script.results["call_bash"]
     client = AsyncClient()
     await sync_to_async(client.force_login)(admin_user)

@@ -23,6 +23,7 @@ from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text, ToolCall, Usage
 from studio import services
 from studio.models import RegisteredModel, StudioSession
+from tests.studio.fakes import scripted_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,14 +96,7 @@ async def test_without_a_sandbox_there_is_no_shell_and_the_page_says_why(
     """W15/T2: no bwrap on the server → the model is offered no bash, write or edit (a call to
     bash is refused as unknown), read stays inside the workspace, and the page names the reason."""
     settings.STUDIO_SANDBOX = str(tmp_path / "no" / "bwrap")
-    model = await RegisteredModel.objects.acreate(
-        name="M",
-        provider="custom",
-        model_id="m",
-        base_url=probing_server.base_url,
-        api_key="k",
-        api_kind="openai-responses",
-    )
+    model = await scripted_model(probing_server)
     session = await sync_to_async(_new)(user, model, permission_policy="auto")
     assert session.tool_isolation == "sandbox"
     await host.prompt(str(session.pk), prompt="try the shell", agent="build")
@@ -135,14 +129,7 @@ async def test_a_sandboxed_session_says_so_and_records_its_environment(
 ) -> None:
     """W15/X5: the banner says the tools run in a sandbox; the Records tab shows the sandbox as
     the session's execution environment."""
-    model = await RegisteredModel.objects.acreate(
-        name="M",
-        provider="custom",
-        model_id="m",
-        base_url=probing_server.base_url,
-        api_key="k",
-        api_kind="openai-responses",
-    )
+    model = await scripted_model(probing_server)
     session = await sync_to_async(_new)(user, model)
     await host.prompt(str(session.pk), prompt="try the shell", agent="build")
     await host.wait_idle(str(session.pk))

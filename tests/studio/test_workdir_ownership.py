@@ -200,3 +200,26 @@ def test_a_staff_session_on_the_server_keeps_to_its_own_workspaces_too(
     settings.STUDIO_WORKDIR_ROOT = ""
     assert _post(client, str(tmp_path)).status_code == 302
     assert StudioSession.objects.get(owner=admin_user).workdir == str(tmp_path.resolve())
+
+
+def test_shared_folders_are_checked_at_start_up(settings: Any, studio_data_dir: Path, tmp_path: Path) -> None:
+    """W15: a shared folder must exist and may not hold, or lie in, Studio's data."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from studio.workspaces import check_shared_workdirs
+
+    for bad, reason in [
+        (tmp_path / "missing", "is not a directory"),
+        (tmp_path, "holds or lies in Studio's own data"),
+        (studio_data_dir, "holds or lies in Studio's own data"),
+    ]:
+        (studio_data_dir / "sub").mkdir(exist_ok=True)
+        settings.STUDIO_SHARED_WORKDIRS = [str(bad)]
+        with pytest.raises(ImproperlyConfigured, match=reason):
+            check_shared_workdirs()
+    settings.STUDIO_SHARED_WORKDIRS = [str(studio_data_dir / "sub")]
+    with pytest.raises(ImproperlyConfigured, match="lies in Studio's own data"):
+        check_shared_workdirs()
+    (tmp_path / "fine").mkdir()
+    settings.STUDIO_SHARED_WORKDIRS = f"{tmp_path / 'fine'}, "
+    check_shared_workdirs()
