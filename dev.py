@@ -47,6 +47,7 @@ APT_PACKAGES = {
     "chromium": "/usr/bin/chromium",
     "redis-server": "/usr/bin/redis-server",
     "postgresql": "/usr/lib/postgresql/*/bin/initdb",  # any major version
+    "bubblewrap": "/usr/bin/bwrap",  # the sandbox of Studio sessions (tests run real bwrap)
 }
 
 

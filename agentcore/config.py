@@ -80,6 +80,11 @@ class ConfigResolver:
         self.environment = environment
         self._cache.clear()
 
+    def update_models(self, models: dict[str, ModelAttributes]) -> None:
+        """A new host model table for later requests; built configurations are rebuilt from it."""
+        self.models = dict(models)
+        self._cache.clear()
+
     def clear(self) -> None:
         """Forget built configurations: workdirs, files and registrations may have changed."""
         self._cache.clear()

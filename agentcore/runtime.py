@@ -176,6 +176,17 @@ class AgentRuntime:
         self.log  # noqa: B018 - raises once closed
         self.meter.set_measurement(used, total)
 
+    def update_models(self, models: dict[str, ModelAttributes | dict[str, Any] | str]) -> None:
+        """Replace the host's model table (model id → attributes, validated like ``create_agent``'s
+        ``models``) for the model requests that start from now on.
+
+        A host whose registry changes while the runtime is open (a model added, a price set)
+        calls this, so a request is priced and sized as the model that serves it is registered
+        now, not as it was when the runtime opened. A request already in flight keeps the
+        configuration it started with. A bad entry is ``input_validation`` and nothing changes."""
+        self.log  # noqa: B018 - raises once closed
+        self.config.update_models(_model_table(models))
+
     def read_transcript(self, target_id: int | None = None, *, entry_ids: bool = False) -> list[dict[str, Any]]:
         """The model-visible context as message dicts (the store keeps the full history).
 
@@ -439,6 +450,15 @@ class AgentRuntime:
         return cfg
 
 
+def _model_table(models: dict[str, ModelAttributes | dict[str, Any] | str]) -> dict[str, ModelAttributes]:
+    """The host's model table, each entry validated (SPEC M3); entries without attributes drop."""
+    return {
+        model_id: attrs
+        for model_id, raw in models.items()
+        if (attrs := parse_model_attributes(raw, field_prefix=f"models.{model_id}")) is not None
+    }
+
+
 def _running(input: AgentInput) -> dict[str, Any]:
     return {"status": "running", "input_hash": input_hash(input)}
 
@@ -463,11 +483,7 @@ async def create_agent(
     ``tracing`` turns OpenTelemetry spans on or off (see ``agentcore.tracing.resolve_tracing``).
     """
     parsed: AgentOptions = validate_model(AgentOptions, options, what="options")
-    model_table = {
-        model_id: attrs
-        for model_id, raw in (models or {}).items()
-        if (attrs := parse_model_attributes(raw, field_prefix=f"models.{model_id}")) is not None
-    }
+    model_table = _model_table(models or {})
     session = None
     if parsed.session is not None:
         from agentcore.session.options import parse_session_options

@@ -1,7 +1,8 @@
 """Django admin: registered models (secrets write-only) and session stores.
 
 The API key field is a ``PasswordInput`` that never renders the stored value back; leaving it
-blank keeps the current key, and a "clear" checkbox removes it. Attributes are validated by
+blank keeps the current key, and a "clear" checkbox removes it. The key is stored encrypted
+(``studio.credentials``). Attributes are validated by
 agentcore's own strict parser (SPEC M3), and its error names the offending field.
 """
 
@@ -38,6 +39,7 @@ class RegisteredModelForm(forms.ModelForm):
         label="API key",
         required=False,
         strip=True,
+        max_length=2000,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Write-only: the stored key is never shown. Leave blank to keep the current key.",
     )
@@ -53,7 +55,17 @@ class RegisteredModelForm(forms.ModelForm):
 
     class Meta:
         model = RegisteredModel
-        fields = ("name", "provider", "model_id", "base_url", "api_kind", "api_key", "attributes", "enabled")
+        fields = (
+            "name",
+            "provider",
+            "model_id",
+            "base_url",
+            "api_kind",
+            "api_key",
+            "attributes",
+            "enabled",
+            "tool_isolation",
+        )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -186,6 +198,7 @@ class RegisteredModelAdmin(admin.ModelAdmin):
         (None, {"fields": ("name", "provider", "model_id", "enabled")}),
         ("Endpoint", {"fields": ("base_url", "api_kind", "api_key", "clear_api_key")}),
         ("Attributes", {"fields": ("attributes",)}),
+        ("Tools", {"fields": ("tool_isolation",)}),
     )
 
     @admin.display(boolean=True, description="API key set")

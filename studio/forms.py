@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from studio.models import Effort, Mode, PermissionPolicy, RegisteredModel
+from studio.models import Effort, Mode, PermissionPolicy, RegisteredModel, ToolIsolation
 from studio.selectors import default_model_for, registered_models
 
 MAX_PROMPT_CHARS = 200_000
@@ -37,9 +37,18 @@ class NewSessionForm(forms.Form):
     )
     effort = forms.ChoiceField(label="Reasoning effort", choices=Effort.choices, initial=Effort.MEDIUM)
     mode = forms.ChoiceField(label="Start in", choices=Mode.choices, initial=Mode.BUILD, widget=forms.RadioSelect)
+    # Staff only (removed for everyone else): where this session's tools run.
+    tool_isolation = forms.ChoiceField(
+        label="Tools run",
+        choices=[("", "As the model says (by person: sandboxed unless staff)"), *ToolIsolation.choices],
+        required=False,
+        help_text="Staff only. A sandbox shows the agent nothing but the session's workspace.",
+    )
 
     def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if not getattr(user, "is_staff", False):
+            del self.fields["tool_isolation"]
         field = self.fields["registered_model"]
         assert isinstance(field, ModelChoice)
         field.queryset = registered_models()

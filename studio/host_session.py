@@ -12,13 +12,16 @@ import importlib
 import time
 from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 
 from studio import runtime_options
 from studio.live import ContextLive, LiveBlock
 from studio.stores import StoreLocation
+
+if TYPE_CHECKING:
+    from studio.confinement import ToolConfinement
 
 #: Events that open a live turn (a turn's first visible work). ``context_usage`` and ``usage``
 #: also arrive between turns, so they never open one.
@@ -56,6 +59,7 @@ class SessionConfig:
     kind: str = "main"
     models: dict[str, Any] = field(default_factory=dict, repr=False)  # model id → attributes (configure)
     session: dict[str, Any] = field(default_factory=dict, repr=False)
+    confinement: ToolConfinement | None = field(default=None, repr=False)  # where the tools run
 
     def __post_init__(self) -> None:
         self.root_id = self.root_id or self.session_id

@@ -37,7 +37,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -68,7 +68,13 @@ from studio.host_session import (
 
 __all__ = ["HostError", "HostState", "SessionConfig", "SessionHost", "agentcore_runtime_factory"]
 
+if TYPE_CHECKING:
+    from studio.confinement import ToolConfinement
+
 log = logging.getLogger("studio.hosts")
+#: Commands after which a model request may start on a model the composer offered (read from
+#: the registry now): the runtime gets the current model table first.
+MODEL_COMMANDS = ("submit", "configure")
 
 
 class SessionHost:
@@ -124,8 +130,8 @@ class SessionHost:
             self._layer = get_channel_layer()
         return self._layer
 
-    def session_options(self) -> dict[str, Any]:
-        return runtime_options.session_options(self.registry)
+    def session_options(self, confinement: ToolConfinement | None = None) -> dict[str, Any]:
+        return runtime_options.session_options(self.registry, confinement)
 
     # -- public commands ------------------------------------------------------------------
 
@@ -448,7 +454,7 @@ class SessionHost:
                     options = root.model_options
                     if options.get("provider") == "demo" and not options.get("base_url"):
                         options["base_url"] = self.demo_base_url()
-                    root.session = self.session_options()
+                    root.session = self.session_options(root.confinement)
                     hs = HostedSession(config=root, term=term)
                     for view_id, target_id, kind in await database_sync_to_async(selectors.views_of)(root_id):
                         hs.views[target_id] = View(view_id, target_id, kind=kind)
@@ -599,6 +605,8 @@ class SessionHost:
         """One session command for ``view``'s conversation; refusals become ``HostError``."""
         from agentcore.errors import AGENT_NOT_READY, AgentError
 
+        if command["type"] in MODEL_COMMANDS:
+            await self._refresh_models(hs)
         body = {**command, "request_id": request_id or uuid.uuid4().hex}
         if view.target_id:
             body["target_id"] = view.target_id
@@ -615,6 +623,15 @@ class SessionHost:
             await fold_snapshot(hs, hs.runtime.snapshot())
             return receipt
         raise HostError("unavailable", "The session is not ready; try again.")
+
+    async def _refresh_models(self, hs: HostedSession) -> None:
+        """Hand the runtime the model table as registered now: a model added or priced after
+        the runtime opened is priced as registered when a request starts on it."""
+        table = await database_sync_to_async(selectors.session_model_table)(hs.root_id)
+        await hs.ready.wait()
+        if table != hs.config.models:
+            hs.runtime.update_models(table)
+            hs.config.models = table
 
     # -- publishing ------------------------------------------------------------------------
 

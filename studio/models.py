@@ -38,6 +38,17 @@ class PermissionPolicy(models.TextChoices):
     AUTO = "auto", "Auto — files anywhere"
 
 
+class ToolIsolation(models.TextChoices):
+    """Where a session's built-in tools run (``studio.confinement``)."""
+
+    SANDBOX = "sandbox", "In a sandbox — only the session's workspace"
+    HOST = "host", "On the Studio server — as the Studio process"
+
+
+#: A registered model's choice: "" = by person (staff on the server, everyone else sandboxed).
+MODEL_TOOL_ISOLATION = [("", "By person — sandboxed unless staff"), *ToolIsolation.choices]
+
+
 class Effort(models.TextChoices):
     OFF = "off", "Off"
     MINIMAL = "minimal", "Minimal"
@@ -72,16 +83,27 @@ class SessionStatus(models.TextChoices):
 
 
 class RegisteredModel(models.Model):
-    """A model users can pick for a session. ``api_key`` is write-only in every UI."""
+    """A model users can pick for a session. ``api_key`` is write-only in every UI and stored
+    encrypted (``studio.credentials``): assign the plain key, ``save()`` encrypts it, and only
+    ``plain_api_key()`` (for the session host) opens it again."""
 
     name = models.CharField(max_length=200, unique=True)
     provider = models.CharField(max_length=20, choices=Provider.choices, default=Provider.OPENAI)
     model_id = models.CharField("model id", max_length=200, blank=True)
     base_url = models.URLField("base URL", max_length=500, blank=True)
     api_kind = models.CharField(max_length=40, choices=ApiKind.choices, blank=True, default="")
-    api_key = models.CharField("API key", max_length=500, blank=True)
+    api_key = models.TextField("API key", blank=True)
     attributes = models.JSONField(default=dict, blank=True, help_text="Model attributes (SPEC M1) as JSON.")
     enabled = models.BooleanField(default=True)
+    tool_isolation = models.CharField(
+        "tools run",
+        max_length=10,
+        choices=MODEL_TOOL_ISOLATION,
+        blank=True,
+        default="",
+        help_text="Where the tools of new sessions on this model run. By person: people who are not staff "
+        "get a sandbox (or no shell and no file changes when the server has none).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -92,6 +114,23 @@ class RegisteredModel(models.Model):
 
     def __repr__(self) -> str:  # never leak the key through a debug repr
         return f"<RegisteredModel {self.pk} {self.name!r} provider={self.provider}>"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Encrypt a key assigned in plain text before it reaches the database."""
+        from studio.credentials import encrypt, is_encrypted
+
+        if self.api_key and not is_encrypted(self.api_key):
+            self.api_key = encrypt(self.api_key)
+        super().save(*args, **kwargs)
+
+    def plain_api_key(self) -> str:
+        """The key itself (for the session host only); ``CredentialsError`` if it cannot be read.
+        A model not saved yet still holds the key as it was assigned."""
+        from studio.credentials import decrypt, is_encrypted
+
+        if self._state.adding and not is_encrypted(self.api_key):
+            return self.api_key
+        return decrypt(self.api_key, what=f"the API key of model {self.name!r}")
 
     @property
     def is_demo(self) -> bool:
@@ -112,7 +151,7 @@ class RegisteredModel(models.Model):
             ("model", self.model_id),
             ("base_url", self.base_url),
             ("api_kind", self.api_kind),
-            ("api_key", self.api_key),
+            ("api_key", self.plain_api_key()),
         ):
             if value:
                 options[key] = value
@@ -155,6 +194,11 @@ class StudioSession(models.Model):
     )
     effort = models.CharField(max_length=10, choices=Effort.choices, default=Effort.MEDIUM)
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.BUILD)
+    # Chosen when the session is created (the owner, the model, a staff member's choice) and
+    # kept: a session's execution target does not change under it (SPEC X5).
+    tool_isolation = models.CharField(
+        "tools run", max_length=10, choices=ToolIsolation.choices, default=ToolIsolation.SANDBOX
+    )
     status = models.CharField(max_length=10, choices=SessionStatus.choices, default=SessionStatus.IDLE)
     # Where the store lives: ``sqlite`` (``store_path`` is the file) or ``postgresql`` (the store
     # named after the main session's id in ``STUDIO_DATABASE_URL``; ``store_path`` is its label,

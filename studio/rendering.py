@@ -220,6 +220,57 @@ def _synthetic_block(kind: str, text: str, key: str) -> LiveBlock:
     return LiveBlock(key=key, kind="notice", status="info", text="The agent continued after an interruption.")
 
 
+class _Continuation:
+    """Where a continuation's notice goes in a turn's blocks: between blocks, never in a sentence.
+
+    An interrupted reply is followed by the runtime's continuation prompt and the rest of the
+    reply, which picks up mid-sentence. The rest is joined to the interrupted text (or thinking)
+    block, and the notice is placed at the next block boundary: before the next block of another
+    kind, or at the end of the turn. The interrupted message's own error (the dropped
+    connection) is not shown in the middle either: the run's "Recovered after …" line says it.
+    """
+
+    def __init__(self) -> None:
+        self.notice: LiveBlock | None = None  # waits for the next boundary
+        self.joinable: LiveBlock | None = None  # the interrupted block the rest continues
+        self.error: LiveBlock | None = None  # the last reply's error, until we know it was continued
+
+    def add(self, turn: Turn, block: LiveBlock) -> None:
+        self.settle_error(turn)
+        joinable, self.joinable = self.joinable, None
+        if self.notice is not None and joinable is not None and block.kind == joinable.kind:
+            joinable.text += block.text
+            return
+        self.flush(turn)
+        turn.blocks.append(block)
+
+    def interrupted(self, turn: Turn, notice: LiveBlock) -> None:
+        """A continuation prompt: the reply before it was cut and goes on after it."""
+        self.error = None
+        last = turn.blocks[-1] if turn.blocks else None
+        self.joinable = last if last is not None and last.kind in ("text", "thinking") else None
+        if self.notice is None:
+            if self.joinable is None:
+                turn.blocks.append(notice)  # nothing to continue: the boundary is here
+            else:
+                self.notice = notice
+
+    def settle_error(self, turn: Turn) -> None:
+        error, self.error = self.error, None
+        if error is not None:
+            self.flush(turn)
+            turn.blocks.append(error)
+
+    def flush(self, turn: Turn | None) -> None:
+        """The boundary: a new block, a new turn or the end of the transcript."""
+        notice, self.notice = self.notice, None
+        if turn is not None:
+            if self.error is not None:
+                self.settle_error(turn)
+            if notice is not None:
+                turn.blocks.append(notice)
+
+
 def transcript_turns(
     transcript: list[dict[str, Any]],
     *,
@@ -237,19 +288,25 @@ def transcript_turns(
     turns: list[Turn] = []
     tools: dict[str, LiveBlock] = {}
     current: Turn | None = None
+    continuation = _Continuation()
     for m_index, message in enumerate(transcript):
         role = message.get("role")
         entry_id = message.get("entry_id")
         if role == "user":
             text, images = _user_text(message)
             synthetic = synthetic_kind(message, text)
+            if synthetic == "continued" and current is not None:
+                continuation.interrupted(current, _synthetic_block(synthetic, text, f"m{m_index}-syn"))
+                current.fork_entry = entry_id or current.fork_entry
+                continue
             if synthetic is not None and synthetic != "delivery":
                 if current is None:  # a compaction summary or a handoff opens the context
                     current = Turn(key=f"t{m_index}", prompt=None, index=len(turns))
                     turns.append(current)
-                current.blocks.append(_synthetic_block(synthetic, text, f"m{m_index}-syn"))
+                continuation.add(current, _synthetic_block(synthetic, text, f"m{m_index}-syn"))
                 current.fork_entry = entry_id or current.fork_entry
                 continue
+            continuation.flush(current)
             current = Turn(
                 key=f"t{m_index}", prompt=text if synthetic is None else None, images=images, index=len(turns)
             )
@@ -267,9 +324,9 @@ def transcript_turns(
                 kind = block.get("type")
                 key = f"m{m_index}-{c_index}"
                 if kind == "text" and block.get("text"):
-                    current.blocks.append(LiveBlock(key=key, kind="text", text=block["text"]))
+                    continuation.add(current, LiveBlock(key=key, kind="text", text=block["text"]))
                 elif kind == "thinking" and block.get("thinking") and not block.get("redacted"):
-                    current.blocks.append(LiveBlock(key=key, kind="thinking", text=block["thinking"]))
+                    continuation.add(current, LiveBlock(key=key, kind="thinking", text=block["thinking"]))
                 elif kind == "tool_call":
                     call_id = str(block.get("id"))
                     shown_id = f"{str(entry_id)[:12]}:{call_id}" if entry_id else call_id
@@ -284,11 +341,12 @@ def transcript_turns(
                         duration_ms=timing.get("duration_ms"),
                     )
                     tools[call_id] = tool
-                    current.blocks.append(tool)
+                    continuation.add(current, tool)
             # A stop the person asked for is not a failure: the run's one "Stopped" notice says it.
             if message.get("error_message") and message.get("stop_reason") == "error":
-                current.blocks.append(
-                    LiveBlock(key=f"m{m_index}-err", kind="notice", status="error", text=message["error_message"])
+                continuation.settle_error(current)
+                continuation.error = LiveBlock(
+                    key=f"m{m_index}-err", kind="notice", status="error", text=message["error_message"]
                 )
         elif role == "tool_result":
             tool = tools.get(str(message.get("tool_call_id")))
@@ -296,6 +354,7 @@ def transcript_turns(
                 texts = [c.get("text", "") for c in message.get("content", []) if c.get("type") == "text"]
                 tool.result = clip("\n".join(texts))
                 tool.status = "error" if message.get("is_error") else "ok"
+    continuation.flush(current)
     if run_notices:
         prompted = [t for t in turns if t.prompt is not None]
         if len(prompted) == len(run_notices):
@@ -406,6 +465,7 @@ FULL_REGIONS = (
 #: Regions that follow the session snapshot (status, what the composer offers, the queue).
 CONTROL_REGIONS = (
     "studio/_session_title.html",
+    "studio/_session_model.html",
     "studio/_status.html",
     "studio/_run_controls.html",
     "studio/_queue.html",

@@ -37,10 +37,13 @@ import threading
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from studio.confinement import ToolConfinement
 
 _OFF = frozenset({"", "0", "off", "false", "no", "none"})
 _ON = frozenset({"1", "on", "true", "yes"})
@@ -51,9 +54,11 @@ REMOTE_ID = "studio-worker"
 REMOTE_LABEL = "Worker process (confined to the session's working directory)"
 
 
-def session_options(registry: Any) -> dict[str, Any]:
+def session_options(registry: Any, confinement: ToolConfinement | None = None) -> dict[str, Any]:
     """``create_agent(session=...)`` for a session's main conversation. ``registry`` is the
-    host's one ``AgentRegistry`` built from ``STUDIO_EXTENSIONS``.
+    host's one ``AgentRegistry`` built from ``STUDIO_EXTENSIONS``; ``confinement`` says where
+    the session's tools run: a confined session gets its sandbox (or no environment: local,
+    read-only tools), never ``STUDIO_ENVIRONMENT``, which is for sessions on the server.
 
     Catalogs and the environment are built anew for every store the host opens (a catalog's
     connection and an environment's worker belong to one runtime)."""
@@ -70,7 +75,10 @@ def session_options(registry: Any) -> dict[str, Any]:
     catalogs = catalog_options()
     if catalogs:
         options["tool_search"] = {"catalogs": catalogs}
-    environment = environment_option()
+    if confinement is not None and confinement.confined:
+        environment = confinement.environment
+    else:
+        environment = environment_option()
     if environment is not None:
         options["environment"] = environment
     return options

@@ -20,6 +20,7 @@ from studio import rendering, trace, trace_records
 from studio.models import (
     Approval,
     Effort,
+    PermissionPolicy,
     Provider,
     RegisteredModel,
     Run,
@@ -120,36 +121,69 @@ def provider_name(model: RegisteredModel) -> str:
 
 def model_choices(model: RegisteredModel) -> list[RegisteredModel]:
     """Models a session on ``model`` can switch to with ``configure``: same provider, endpoint,
-    API kind and key — the runtime's credentials — so a switch never sends a key elsewhere."""
+    API kind and key — the runtime's credentials — so a switch never sends a key elsewhere.
+    Keys are compared decrypted (each is encrypted with its own IV); one that cannot be read
+    is never a match."""
     if model.is_demo:
         return [model]
-    same = registered_models().filter(
-        provider=model.provider, base_url=model.base_url, api_kind=model.api_kind, api_key=model.api_key
-    )
-    return list(same.exclude(model_id=""))
+    same = registered_models().filter(provider=model.provider, base_url=model.base_url, api_kind=model.api_kind)
+    key = _readable_key(model)
+    return [m for m in same.exclude(model_id="") if m.pk == model.pk or (key is not None and _readable_key(m) == key)]
+
+
+def _readable_key(model: RegisteredModel) -> str | None:
+    from studio.credentials import CredentialsError
+
+    try:
+        return model.plain_api_key()
+    except CredentialsError:
+        return None
+
+
+def model_table(model: RegisteredModel) -> dict[str, Any]:
+    """The runtime's model table (``create_agent(models=...)``): model id → attributes of every
+    model a session on ``model`` may switch to, as registered now."""
+    return {m.model_id: m.attributes for m in model_choices(model) if m.attributes and not m.is_demo}
+
+
+def session_model_table(root_id: str) -> dict[str, Any]:
+    """``model_table`` of the session that owns the store ``root_id``."""
+    model = RegisteredModel.objects.get(sessions__pk=root_id)
+    return model_table(model)
 
 
 def session_config(session_id: str) -> SessionConfig:
-    """What the host needs for a view: its store's options (the main session's) and target."""
-    from studio.host_session import SessionConfig
+    """What the host needs for a view: its store's options (the main session's), its target
+    and where its tools run. ``HostError`` when the session cannot run: a confined session
+    whose workdir it may no longer use, or a model whose API key cannot be read."""
+    from studio.confinement import confinement_of
+    from studio.credentials import CredentialsError
+    from studio.host_session import HostError, SessionConfig
     from studio.stores import location_of
 
     session = StudioSession.objects.select_related("registered_model", "root__registered_model").get(pk=session_id)
     root = session.root or session
     model = root.registered_model
-    models = {m.model_id: m.attributes for m in model_choices(model) if m.attributes and not m.is_demo}
+    confinement = confinement_of(root)
+    if confinement.mode == "refused":
+        raise HostError("workdir_refused", confinement.summary)
+    try:
+        model_options = model.runtime_options()
+    except CredentialsError as exc:
+        raise HostError("credentials", str(exc)) from None
     return SessionConfig(
         session_id=str(session.pk),
         store=location_of(root),
         workdir=root.workdir,
-        permission_policy=root.permission_policy,
+        permission_policy=confinement.permission_policy,
         effort=root.effort,
         mode=root.mode,
-        model_options=model.runtime_options(),
+        model_options=model_options,
         root_id=str(root.pk),
         target_id=int(session.target_id),
         kind=str(session.kind),
-        models=models,
+        models=model_table(model),
+        confinement=confinement,
     )
 
 
@@ -349,13 +383,6 @@ def _usage_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"bars": bars, "width": width, "height": height}
 
 
-def _tools_exposed(session: StudioSession) -> list[str]:
-    read_tools = ["read", "grep", "find", "ls"]
-    if session.permission_policy == "read-only":
-        return read_tools
-    return [*read_tools, "write", "edit", "bash"]
-
-
 def _store_facts(session: StudioSession) -> dict[str, Any]:
     """Where the store is (a file, or a PostgreSQL store's URL without password), its size and
     schema version, read without taking the owner's lock."""
@@ -375,21 +402,26 @@ def _store_facts(session: StudioSession) -> dict[str, Any]:
 
 def records_context(session: StudioSession, snapshot: dict[str, Any] | None) -> dict[str, Any]:
     """The Records tab: what the snapshot's ``records`` say, plus Studio's own facts."""
+    from studio.confinement import confinement_of
+
     root = session.root or session
     model = root.registered_model
     sections = trace_records.records_sections((snapshot or {}).get("records"))
+    confinement = confinement_of(root)
     return {
         "records": {
             "model": model.public_description(),
             "is_demo": model.is_demo,
-            "tools": _tools_exposed(root),
-            "permission_policy": root.get_permission_policy_display(),
+            "tools": confinement.tools,
+            "tools_run": confinement.summary,
+            "permission_policy": PermissionPolicy(confinement.permission_policy).label,  # as the runtime has it
             "workdir": root.workdir,
             "owner": root.owner.get_username(),
             **_store_facts(root),
         },
         "sections": sections,
         "runtime_model": sections["model"],
+        "tool_confinement": confinement,
     }
 
 
@@ -456,6 +488,9 @@ def controls_context(session: StudioSession, state: HostState) -> dict[str, Any]
             "label": current_model.display_name if current_model is not None else configured.get("model_id", ""),
         },
         "model_choices": choices,
+        # The header names the model the next request runs on (a switch changes it), not the
+        # model the session was created with.
+        "model_in_use": current_model or root.registered_model,
         "effort_choices": Effort.choices,
         "parent_view": parent,
         "read_only": session.read_only,

@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
+from studio.confinement import isolation_for_new_session
 from studio.live import clip
 from studio.models import (
     Approval,
@@ -29,42 +30,17 @@ from studio.models import (
     SessionStatus,
     StudioSession,
     ToolCall,
+    ToolIsolation,
     UsageRecord,
 )
 from studio.stores import StoreConfigError, location_of, new_store_location, require_reachable
-
-
-class WorkdirError(ValueError):
-    pass
+from studio.workspaces import WorkdirError, resolve_workdir
 
 
 def sessions_dir() -> Path:
     path = Path(settings.STUDIO_DATA_DIR) / "sessions"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def resolve_workdir(raw: str, session_id: str) -> str:
-    """An existing directory for the agent to work in (a fresh one under the data dir if blank).
-
-    With ``STUDIO_WORKDIR_ROOT`` set, the directory must lie inside it (checked after
-    resolving symlinks), so users of a shared Studio cannot point an agent at the whole disk.
-    """
-    root = settings.STUDIO_WORKDIR_ROOT
-    if not raw.strip():
-        base = Path(root) if root else Path(settings.STUDIO_DATA_DIR) / "workspaces"
-        path = base / session_id
-        path.mkdir(parents=True, exist_ok=True)
-        return str(path.resolve())
-    path = Path(os.path.expanduser(raw.strip()))
-    if not path.is_absolute():
-        raise WorkdirError("Use an absolute path.")
-    resolved = path.resolve()
-    if not resolved.is_dir():
-        raise WorkdirError("No such directory.")
-    if root and not resolved.is_relative_to(Path(root).resolve()):
-        raise WorkdirError(f"The workdir must be inside {root}.")
-    return str(resolved)
 
 
 def session_create(
@@ -76,7 +52,11 @@ def session_create(
     effort: str,
     mode: str,
     title: str = "",
+    tool_isolation: str = "",
 ) -> StudioSession:
+    """A new main session of ``owner``. ``tool_isolation`` is a staff member's choice of where
+    its tools run ("" = the model's choice, else by person: ``studio.confinement``); the workdir
+    must be one this person may use (``studio.workspaces``), else ``WorkdirError``."""
     session = StudioSession(
         owner=owner,
         registered_model=registered_model,
@@ -84,8 +64,15 @@ def session_create(
         effort=effort,
         mode=mode,
         title=title.strip()[:200],
+        tool_isolation=isolation_for_new_session(owner, registered_model, tool_isolation),
     )
-    session.workdir = resolve_workdir(workdir, str(session.id))
+    own = StudioSession.objects.filter(owner_id=owner.pk).values_list("pk", flat=True)
+    session.workdir = resolve_workdir(
+        workdir,
+        str(session.id),
+        owner_sessions={str(pk) for pk in own},
+        confined=session.tool_isolation != ToolIsolation.HOST,
+    )
     location = new_store_location(str(session.id))
     session.store_backend = location.backend
     session.store_path = location.label

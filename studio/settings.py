@@ -53,6 +53,11 @@ HTTPS = _env_bool("STUDIO_HTTPS", False)
 STUDIO_DATA_DIR = Path(os.environ.get("STUDIO_DATA_DIR", BASE_DIR / ".studio-data")).resolve()
 
 
+#: The generated secret key's file (empty when DJANGO_SECRET_KEY is given): one of the paths no
+#: session may see (``studio.workspaces.protected_paths``).
+STUDIO_SECRET_KEY_FILE = "" if os.environ.get("DJANGO_SECRET_KEY") else str(STUDIO_DATA_DIR / "secret_key")
+
+
 def _secret_key() -> str:
     """An explicit key, else a random key generated once and kept in the data dir (0600).
 
@@ -62,7 +67,7 @@ def _secret_key() -> str:
     explicit = os.environ.get("DJANGO_SECRET_KEY")
     if explicit:
         return explicit
-    key_file = STUDIO_DATA_DIR / "secret_key"
+    key_file = Path(STUDIO_SECRET_KEY_FILE)
     try:
         return key_file.read_text().strip()
     except FileNotFoundError:
@@ -215,8 +220,22 @@ STUDIO_FLUSH_INTERVAL = float(os.environ.get("STUDIO_FLUSH_INTERVAL", "0.075"))
 STUDIO_RUNTIME_IDLE_SECONDS = float(os.environ.get("STUDIO_RUNTIME_IDLE_SECONDS", "900"))
 # Dotted path of an async factory ``(SessionConfig) -> runtime``; empty = agentcore.create_agent.
 STUDIO_RUNTIME_FACTORY = os.environ.get("STUDIO_RUNTIME_FACTORY", "")
-# Leave empty to let users pick any existing directory as a workdir; set it to confine them.
+# Where fresh workspaces go (<root>/<session id>) and the only place workdirs may be picked from;
+# empty: <data dir>/workspaces, and sessions that run on the server may pick any other directory.
+# Under it, a person may only use a workspace of their own sessions (studio.workspaces).
 STUDIO_WORKDIR_ROOT = os.environ.get("STUDIO_WORKDIR_ROOT", "")
+# Folders staff allow every person to use as a workdir (comma separated absolute paths).
+STUDIO_SHARED_WORKDIRS = _env_list("STUDIO_SHARED_WORKDIRS", [])
+# Sessions whose tools are confined (people who are not staff, by default; studio.confinement)
+# run them in this sandbox: "bwrap" (Debian's bubblewrap, found on PATH), the path of a bwrap
+# executable, or "off" (no sandbox: such sessions get no bash, write or edit).
+STUDIO_SANDBOX = os.environ.get("STUDIO_SANDBOX", "bwrap")
+# Sandboxed tools get the server's network (off: a loopback of their own, nothing else).
+STUDIO_SANDBOX_NETWORK = _env_bool("STUDIO_SANDBOX_NETWORK", False)
+# API keys at rest are encrypted (studio.credentials) with these Fernet keys (comma separated,
+# the first encrypts), or else with the key in this file (default <data dir>/credentials_key).
+STUDIO_CREDENTIALS_KEY = os.environ.get("STUDIO_CREDENTIALS_KEY", "")
+STUDIO_CREDENTIALS_KEY_FILE = os.environ.get("STUDIO_CREDENTIALS_KEY_FILE", "")
 # Extensions every session gets, as dotted module paths (like INSTALLED_APPS); each module
 # exposes EXTENSIONS or extensions(). The host builds one registry from them (studio.extensions).
 STUDIO_EXTENSIONS = _env_list("STUDIO_EXTENSIONS", ["studio.extensions.example"])

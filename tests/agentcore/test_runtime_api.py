@@ -141,6 +141,23 @@ async def test_models_table_is_validated_naming_the_entry(make_agent) -> None:
     assert info.value.field == "models.m1.context_window"
 
 
+async def test_update_models_prices_the_next_request_as_registered_now(make_agent, fake_server) -> None:
+    """R1/M1 (issue #22): a model priced after the runtime opened is priced from the next
+    request on; a bad table is input_validation naming the entry and changes nothing."""
+    from agentcore.testing.steps import Usage
+
+    fake_server.enqueue([Text("a"), Usage(input=800, output=300)], [Text("b"), Usage(input=800, output=300)])
+    agent = await make_agent(models={})
+    first = final(await collect(agent, AgentInput(prompt="hi", model="priced-later")))
+    with pytest.raises(InputValidationError) as info:
+        agent.update_models({"priced-later": {"cost": {"input": -1}}})
+    assert info.value.field == "models.priced-later.cost.input"
+    agent.update_models({"priced-later": {"cost": {"input": 2.5, "output": 10}}})
+    second = final(await collect(agent, AgentInput(prompt="again", model="priced-later")))
+    assert first.usage["cost"] == 0
+    assert second.usage["cost"] == pytest.approx(0.005)
+
+
 async def test_host_input_run_neither_reads_nor_writes_the_transcript(make_agent, fake_server, tmp_path) -> None:
     """I2: a gateway-driven run (host_input) uses the gateway's history in memory only."""
     fake_server.enqueue([Text("stored turn")], [Text("gateway answer")])

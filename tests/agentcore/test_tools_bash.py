@@ -109,18 +109,18 @@ async def test_streams_partial_output(tmp_path: Path, target: Target) -> None:
     assert "".join(updates) == "first\nsecond\n"
 
 
-async def test_timeout_kills_whole_process_group(tmp_path: Path, target: Target) -> None:
+async def test_timeout_kills_whole_process_group(tmp_path: Path, host_target: Target) -> None:
     """T1: on timeout the shell and its background children are killed — no orphans."""
     pids = tmp_path / "pids"
     command = f"sleep 300 & echo $! > {pids}.tmp; echo $$ >> {pids}.tmp; mv {pids}.tmp {pids}; wait"
-    result = await call(target.ctx(tmp_path), command=command, timeout=1)
+    result = await call(host_target.ctx(tmp_path), command=command, timeout=1)
     assert result.is_error and "timed out after 1 seconds" in text(result)
     assert result.structured_content["timed_out"] is True
     listed = read_pids(pids)
     await wait_for(lambda: all(is_gone(pid) for pid in listed), "the process group to die")
 
 
-async def test_cancel_kills_whole_process_group(tmp_path: Path, target: Target) -> None:
+async def test_cancel_kills_whole_process_group(tmp_path: Path, host_target: Target) -> None:
     """T1/L8: setting ctx.abort stops the command and everything it started, including TERM-ignorers."""
     pids = tmp_path / "pids"
     command = (
@@ -128,7 +128,7 @@ async def test_cancel_kills_whole_process_group(tmp_path: Path, target: Target) 
         "sh -c 'sleep 300' & grandchild=$!; "
         f"printf '%s\\n' $$ $child $grandchild > {pids}.tmp; mv {pids}.tmp {pids}; wait"
     )
-    ctx = target.ctx(tmp_path)
+    ctx = host_target.ctx(tmp_path)
     task = asyncio.create_task(call(ctx, command=command))
     await wait_for(pids.exists, "the command to write its pids")
     listed = read_pids(pids)
@@ -140,10 +140,10 @@ async def test_cancel_kills_whole_process_group(tmp_path: Path, target: Target) 
     await wait_for(lambda: all(is_gone(pid) for pid in listed), "the process group to die")
 
 
-async def test_task_cancellation_kills_group_and_propagates(tmp_path: Path, target: Target) -> None:
+async def test_task_cancellation_kills_group_and_propagates(tmp_path: Path, host_target: Target) -> None:
     """T3: asyncio cancellation of the call propagates, and still leaves no processes behind."""
     pids = tmp_path / "pids"
-    ctx = target.ctx(tmp_path)
+    ctx = host_target.ctx(tmp_path)
     task = asyncio.create_task(call(ctx, command=f"sleep 300 & echo $! > {pids}.tmp; mv {pids}.tmp {pids}; wait"))
     await wait_for(pids.exists, "the command to write its pid")
     listed = read_pids(pids)

@@ -106,8 +106,10 @@ def serve_studio(
     """Prepare a data dir under ``base``, create ``users`` and run daphne until the block ends.
 
     Settings are the production defaults (no ``DJANGO_DEBUG``): what a person gets from a plain
-    ``manage.py studio`` is what the browser tests see. ``staff`` users may open the admin but
-    hold no permission in it."""
+    ``manage.py studio`` is what the browser tests see — so the tools of people who are not
+    staff run in the bubblewrap sandbox, and ``<base>/workspace`` (when it exists) is shared
+    with everyone (``STUDIO_SHARED_WORKDIRS``), as staff would share a project. ``staff`` users
+    may open the admin but hold no permission in it."""
     data_dir = base / "data"
     env = {
         **os.environ,
@@ -119,6 +121,8 @@ def serve_studio(
     }
     for name in ("STUDIO_REDIS_URL", "STUDIO_HOST_MODE", "STUDIO_DATABASE_PATH", "STUDIO_DATABASE_URL"):
         env.pop(name, None)
+    if (base / "workspace").is_dir():  # the tests' sample project: a folder staff share with everyone
+        env.setdefault("STUDIO_SHARED_WORKDIRS", str(base / "workspace"))
     for name in ("DJANGO_DEBUG", "STUDIO_HTTPS"):
         env.pop(name, None)
     out = _manage(env, "studio", "--no-serve")
@@ -246,7 +250,11 @@ def tour_server() -> Iterator[Studio]:
     (project / "src" / "__init__.py").write_text("")
     (project / "src" / "app.py").write_text(TOUR_APP)
     (project / "tests" / "test_app.py").write_text(TOUR_TEST)
-    env = {"STUDIO_RUNTIME_FACTORY": "tests.e2e.tour_model.open_runtime", "AGENTCORE_DEMO_DELAY_MS": "8"}
+    env = {
+        "STUDIO_RUNTIME_FACTORY": "tests.e2e.tour_model.open_runtime",
+        "AGENTCORE_DEMO_DELAY_MS": "8",
+        "STUDIO_SHARED_WORKDIRS": str(project),  # maria is not staff: her project is a shared folder
+    }
     try:
         with serve_studio(base, env, ("maria",)) as studio:
             studio.workspace = project

@@ -51,7 +51,9 @@ def extras_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Studio]:
         "STUDIO_ENVIRONMENT": "remote",
         "AGENTCORE_DEMO_DELAY_MS": "5",
     }
-    with serve_studio(base, env, ("erin",)) as studio:
+    # erin is staff: her sessions run on the server, where STUDIO_ENVIRONMENT applies (the
+    # sessions of people who are not staff run in the sandbox instead).
+    with serve_studio(base, env, ("erin",), staff=("erin",)) as studio:
         yield studio
 
 

@@ -47,6 +47,9 @@ def demo_model(db: Any) -> Any:
 
 @pytest.fixture
 def make_session(demo_model: Any, tmp_path: Path) -> Callable[..., Any]:
+    """A session in a folder of its own under ``tmp_path``, with a README. Its tools run on the
+    server (``tool_isolation="host"``, as staff may choose for any session): tests of tool
+    confinement pass ``tool_isolation="sandbox"`` (and a workdir the person may use)."""
     from studio import services
     from studio.models import StudioSession
 
@@ -60,6 +63,7 @@ def make_session(demo_model: Any, tmp_path: Path) -> Callable[..., Any]:
             "permission_policy": "workspace",
             "effort": "medium",
             "mode": "build",
+            "tool_isolation": "host",
         } | kwargs
         return services.session_create(owner=owner, **options)
 

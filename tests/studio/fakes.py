@@ -85,3 +85,11 @@ def gated_factory(server: FakeProviderServer, gate: Gate) -> Callable[[Any], Any
         return await agentcore_runtime_factory(config, extra_tools=[gate.tool()])
 
     return factory
+
+
+async def scripted_model(server: FakeProviderServer, name: str = "Scripted", **fields: Any) -> Any:
+    """A registered model on the scripted fake provider (``openai-responses``, model ``m``)."""
+    from studio.models import RegisteredModel
+
+    options: dict[str, Any] = {"provider": "custom", "model_id": "m", "api_key": "k", "api_kind": "openai-responses"}
+    return await RegisteredModel.objects.acreate(name=name, base_url=server.base_url, **(options | fields))

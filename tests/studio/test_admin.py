@@ -64,12 +64,12 @@ def test_valid_attributes_are_stored_as_json() -> None:
 
 def test_api_key_is_write_only_and_kept_when_left_blank() -> None:
     model = _form().save()
-    assert model.api_key == "sk-test-SECRET"
+    assert model.plain_api_key() == "sk-test-SECRET" and "SECRET" not in model.api_key  # stored encrypted
     form = RegisteredModelForm(instance=model)
     assert "SECRET" not in str(form["api_key"])  # the PasswordInput never renders the value
     edit = _form(api_key="", name="GPT renamed", instance=model)
     assert edit.is_valid(), edit.errors
-    assert edit.save().api_key == "sk-test-SECRET"
+    assert edit.save().plain_api_key() == "sk-test-SECRET"
     clear = _form(api_key="", clear_api_key="on", instance=model)
     assert clear.is_valid()
     assert clear.save().api_key == ""

@@ -16,9 +16,11 @@ when the runtime closes. The snapshot's ``records["environment"]`` shows ``id``,
 ``kind`` (local | remote), ``status`` (not_connected | connected | error | closed), ``message``
 and the target's ``cwd`` — never what ``open`` was given or closed over (credentials).
 
-Two environments ship: ``local_environment()`` (this machine, as without the option) and
+Three environments ship: ``local_environment()`` (this machine, as without the option),
 ``remote_environment(root)`` (a worker process confined to ``root`` speaking JSON lines on
-stdin/stdout — the shape of an SSH or sandbox backend; see ``remote``).
+stdin/stdout — the shape of an SSH or sandbox backend; see ``remote``) and
+``BubblewrapSandbox(...).option()`` (that worker inside a ``bwrap`` sandbox that shows only the
+session's working directory; see ``sandbox``).
 """
 
 from __future__ import annotations
@@ -304,11 +306,16 @@ def __getattr__(name: str) -> Any:
         from agentcore.extensions.environment import remote
 
         return getattr(remote, name)
+    if name == "BubblewrapSandbox":
+        from agentcore.extensions.environment import sandbox
+
+        return sandbox.BubblewrapSandbox
     raise AttributeError(name)
 
 
 __all__ = [
     "AgentExecutionEnv",
+    "BubblewrapSandbox",
     "EnvironmentContext",
     "EnvironmentExtension",
     "EnvironmentOption",

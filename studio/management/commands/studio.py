@@ -46,6 +46,19 @@ def ensure_first_user(data_dir: Path, username: str = "admin") -> tuple[str, str
     return username, password
 
 
+def sandbox_status() -> str:
+    """One line on where the tools of people who are not staff run on this machine."""
+    from studio.confinement import check_sandbox
+
+    problem = check_sandbox()
+    if problem is None:
+        return "Sandbox: bubblewrap works here; the tools of people who are not staff run in it."
+    return (
+        f"No sandbox ({problem}): sessions of people who are not staff run without bash, write and edit "
+        "(install bubblewrap: apt-get install bubblewrap, then restart)."
+    )
+
+
 class Command(BaseCommand):
     help = "Prepare Studio (migrate, first user, demo model) and serve it with daphne."
 
@@ -74,6 +87,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Log in at {url} (first login saved in {data_dir / 'initial-login.txt'}).")
         else:
             self.stdout.write(f"Log in at {url}")
+        self.stdout.write(sandbox_status())
         if options["no_serve"]:
             return
         self.stdout.write(f"Serving Studio on {url} (Ctrl+C to stop)")
