@@ -171,8 +171,8 @@ class Player:
     async def _content(self, step: Step, stop: str) -> bool:
         """Emit one content or in-stream fault step; True when it ended the stream."""
         encoder = self.encoder
-        if isinstance(step, Text) and step.pace_s > 0:
-            for frame in encoder.text(step):
+        if isinstance(step, Text | Thinking) and step.pace_s > 0:
+            for frame in encoder.text(step) if isinstance(step, Text) else encoder.thinking(step):
                 await self._emit([frame])
                 await asyncio.sleep(step.pace_s)  # server pacing, not synchronisation
         elif isinstance(step, Text):

@@ -47,6 +47,7 @@ class Thinking:
     redacted: bool = False
     completions_field: Literal["reasoning_content", "reasoning"] = "reasoning_content"
     streamed: bool = True  # False: Responses only, the item appears only in the terminal output
+    pace_s: float = 0.0  # seconds between streamed frames, as for ``Text``
 
     def parts(self) -> list[str]:
         return split_chunks(self.text, self.chunk_size)
