@@ -45,6 +45,7 @@ def end_operation(
     )
     receipt = log.receipts.get(request_id)
     payload = dict(receipt.payload if receipt else {}, status=status, final=event.model_dump(), pending=None)
+    payload["ended_ms"] = log.now_ms()
     commit.receipts.append(log.receipt(request_id, payload))
     commit.registers.append(log.set_op(None))
     marker = cancel_key(log.conversation_id)
@@ -63,7 +64,7 @@ def settle_open_calls(log: ConversationLog, request_id: str, op: dict[str, Any],
         if key in log.results:
             continue
         message = ToolResultMessage(call["id"], call["name"], [TextContent(reason)], is_error=True)
-        commit.entries.append(log.message_entry(message, request_id, call_key=key))
+        commit.entries.append(log.message_entry(message, request_id, call_key=key, ended_ms=log.now_ms()))
 
 
 CONTINUED_STOPS = frozenset({"error", "length", "tool_use", "pause_turn"})

@@ -96,8 +96,10 @@ def start_op(
     message_extra: dict[str, Any] | None = None,
 ) -> None:
     """Open ``op`` in one transaction: user message, receipt, program counter (and ``commit``'s
-    own writes, e.g. taking the input off a queue)."""
+    own writes, e.g. taking the input off a queue). The receipt records when it started
+    (``started_ms``); the terminal transaction adds ``ended_ms``."""
     commit = commit or Commit()
+    receipt = dict(receipt, started_ms=log.now_ms())
     style = style_change(prompt)
     if style is not None:
         commit.registers.append(RegisterWrite(style_key(log.conversation_id), {"adhd": style}))

@@ -455,7 +455,7 @@ class SessionDriver:
         items.append(item)
         commit = commit or Commit()
         commit.registers.append(input_queue.write_queue(self.view, log.conversation_id, items))
-        commit.receipts.append(log.receipt(input_id, dict(receipt, status="queued", mode=mode)))
+        commit.receipts.append(log.receipt(input_id, dict(receipt, status="queued", mode=mode, queued_ms=log.now_ms())))
         log.commit(commit)
 
     def start_next(self, context: Context) -> bool:
