@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 from agentcore.harness.storage import Entry, Receipt, Register, TaskRow, UsageRow
@@ -79,25 +78,43 @@ class TraceBuilder:
         self.last_seq = max(self.last_seq, records.last_seq)
         return list(dict.fromkeys(self._touched))
 
-    def _span(self, span_id: str, kind: SpanKind, conversation_id: str, seq: int, **fields: Any) -> TraceSpan:
+    def _span(
+        self,
+        span_id: str,
+        kind: SpanKind,
+        conversation_id: str,
+        seq: int,
+        request_id: str | None = None,
+        parent_id: str | None = None,
+        name: str | None = None,
+    ) -> TraceSpan:
+        """The span ``span_id`` (made on first use), marked as touched by the record at ``seq``."""
         span = self._spans.get(span_id)
         if span is None:
-            span = self._spans[span_id] = TraceSpan(span_id, kind, fields.pop("name", kind), conversation_id)
-        for key, value in fields.items():
-            setattr(span, key, value)
-        span.seq = max(span.seq, seq)
+            span = TraceSpan(span_id, kind, name or kind, conversation_id, parent_id, request_id)
+            self._spans[span_id] = span
+        else:
+            if parent_id is not None:
+                span.parent_id = parent_id
+            if name is not None:
+                span.name = name
+        if seq > span.seq:
+            span.seq = seq
         self._touched.append(span_id)
         return span
 
-    def _turn(self, conversation_id: str, request_id: str, seq: int) -> TraceSpan:
-        return self._span(f"turn:{request_id}", "turn", conversation_id, seq, request_id=request_id)
+    def _text(self, payload: dict[str, Any], key: str) -> str | None:
+        """A free-text field of a record (an error, a reason), without credentials."""
+        value = payload.get(key)
+        return self._redact.text(value) if isinstance(value, str) else None
 
-    def _seen(self, request_id: str | None, *times: Any) -> None:
-        if request_id is None:
-            return
-        known = [t for t in times if isinstance(t, int)]
-        if known:
-            self._last_ms[request_id] = max(self._last_ms.get(request_id, 0), *known)
+    def _turn(self, conversation_id: str, request_id: str, seq: int) -> TraceSpan:
+        return self._span(f"turn:{request_id}", "turn", conversation_id, seq, request_id)
+
+    def _seen(self, request_id: str | None, at: Any) -> None:
+        """Note a time a record of ``request_id`` holds (the latest one starts a resume's gap)."""
+        if request_id is not None and isinstance(at, int) and at > self._last_ms.get(request_id, 0):
+            self._last_ms[request_id] = at
 
     def _register(self, row: Register) -> None:
         if row.key.startswith("conv:"):
@@ -106,19 +123,18 @@ class TraceBuilder:
             self._seen(str(row.value["request_id"]), row.value.get("at_ms"))
 
     def _entry(self, entry: Entry) -> None:
-        payload = entry.payload
         kind = entry.kind
-        if kind == "fragment":
-            self._fragment(entry)
-        elif kind == "message":
+        if kind == "message":
             self._message(entry)
+        elif kind == "fragment":
+            self._fragment(entry)
         elif kind == "tool_intent":
             self._intent(entry)
         elif kind in ("code_run", "nested_intent", "nested_result", "code_run_end"):
             self._code(entry)
         elif kind == "compaction":
             self._compaction(entry)
-        elif kind == "resume" and payload.get("op"):
+        elif kind == "resume" and entry.payload.get("op"):
             self._resume(entry)
 
     def _fragment(self, entry: Entry) -> None:
@@ -139,9 +155,7 @@ class TraceBuilder:
         self._turn(entry.conversation_id, request_id, entry.seq)
 
     def _model_span(self, conversation_id: str, record_id: str, request_id: str, parent: str, seq: int) -> TraceSpan:
-        return self._span(
-            f"model:{record_id}", "model", conversation_id, seq, request_id=request_id, parent_id=parent
-        )
+        return self._span(f"model:{record_id}", "model", conversation_id, seq, request_id, parent)
 
     def _message(self, entry: Entry) -> None:
         p = entry.payload
@@ -171,8 +185,9 @@ class TraceBuilder:
         span = self._tool(conversation, str(call_key), request_id, entry.seq, str(message.get("tool_call_id") or ""))
         span.name = f"execute_tool {message.get('tool_name') or span.attributes.get('tool')}"
         span.attributes["tool"] = message.get("tool_name") or span.attributes.get("tool")
-        if _int(p.get("started_ms")) is not None:
-            span.start_ms = _int(p.get("started_ms"))
+        started = _int(p.get("started_ms"))
+        if started is not None:
+            span.start_ms = started
         span.end_ms = _int(p.get("ended_ms"))
         span.status = "error" if message.get("is_error") else "ok"
         if p.get("recovery"):
@@ -187,9 +202,7 @@ class TraceBuilder:
             self._wait(conversation, request_id, wait, span.id, entry)
 
     def _tool(self, conversation: str, call_key: str, request_id: str, seq: int, call_id: str) -> TraceSpan:
-        span = self._span(
-            f"tool:{call_key}", "tool", conversation, seq, request_id=request_id, parent_id=f"turn:{request_id}"
-        )
+        span = self._span(f"tool:{call_key}", "tool", conversation, seq, request_id, f"turn:{request_id}")
         if "call_key" not in span.attributes:
             span.attributes["call_key"] = call_key
             call = self._calls.pop((conversation, call_id), None)
@@ -221,23 +234,14 @@ class TraceBuilder:
 
     def _wait(self, conversation: str, request_id: str, wait: dict[str, Any], parent: str, entry: Entry) -> None:
         kind = str(wait.get("kind"))
-        span = self._span(
-            f"wait:{wait.get('approval_id')}",
-            "wait",
-            conversation,
-            entry.seq,
-            name=f"wait for {kind.replace('_', ' ')}",
-            request_id=request_id,
-            parent_id=parent,
-            start_ms=_int(wait.get("since_ms")),
-            end_ms=_int(wait.get("until_ms")),
-            status="ok",
-        )
+        name = f"wait for {kind.replace('_', ' ')}"
+        span = self._span(f"wait:{wait.get('approval_id')}", "wait", conversation, entry.seq, request_id, parent, name)
+        span.start_ms, span.end_ms, span.status = _int(wait.get("since_ms")), _int(wait.get("until_ms")), "ok"
         span.attributes.update(wait_kind=kind, approval_id=wait.get("approval_id"))
         if wait.get("decision"):
             span.attributes["decision"] = wait["decision"]
         span.refs["entry"] = entry.id
-        self._seen(request_id, wait.get("until_ms"))
+        self._seen(request_id, span.end_ms)
 
     def _code(self, entry: Entry) -> None:
         p = entry.payload
@@ -246,10 +250,8 @@ class TraceBuilder:
         conversation = entry.conversation_id
         script_id = f"script:{parent}"
         if entry.kind in ("code_run", "code_run_end"):
-            script = self._span(
-                script_id, "script", conversation, entry.seq, name="codemode script", request_id=request_id,
-                parent_id=f"tool:{parent}",
-            )  # fmt: skip
+            name = "codemode script"
+            script = self._span(script_id, "script", conversation, entry.seq, request_id, f"tool:{parent}", name)
             if entry.kind == "code_run":
                 script.start_ms = _int(p.get("clock_ms"))
                 script.status = "running" if script.end_ms is None else script.status
@@ -259,21 +261,18 @@ class TraceBuilder:
                 script.end_ms = _int(p.get("ended_ms"))
                 status = str(p.get("status"))
                 script.status = "ok" if status == "completed" else "cancelled" if status == "cancelled" else "error"
-                script.attributes.update(
-                    end_status=status, calls=p.get("calls"), replayed=p.get("replayed") or [], error=p.get("error")
-                )
+                script.attributes.update(end_status=status, calls=p.get("calls"), replayed=p.get("replayed") or [])
+                script.attributes["error"] = self._text(p, "error")
                 script.refs["code_run_end_entry"] = entry.id
                 for index in p.get("replayed") or []:
                     nested = self._spans.get(f"nested:{parent}/n{index}")
                     if nested is not None:
                         nested.attributes["replayed"] = True
-            self._seen(request_id, p.get("clock_ms"), p.get("ended_ms"))
+            self._seen(request_id, p.get("ended_ms") or p.get("clock_ms"))
             return
         key = str(p.get("key") or f"{parent}/n{p.get('index')}")
-        nested = self._span(
-            f"nested:{key}", "nested_call", conversation, entry.seq, name=f"execute_tool {p.get('name')}",
-            request_id=request_id, parent_id=script_id,
-        )  # fmt: skip
+        name = f"execute_tool {p.get('name')}"
+        nested = self._span(f"nested:{key}", "nested_call", conversation, entry.seq, request_id, script_id, name)
         nested.attributes.update(tool=p.get("name"), index=p.get("index"), script_ms=p.get("at_ms"))
         if entry.kind == "nested_intent":
             nested.start_ms = _int(p.get("started_ms"))
@@ -288,7 +287,7 @@ class TraceBuilder:
             nested.status = "error" if status in _NESTED_ERRORS else "cancelled" if status == "cancelled" else "ok"
             nested.attributes.update(call_status=status, duration_ms=p.get("duration_ms"), rerun=bool(p.get("rerun")))
             nested.refs["result_entry"] = entry.id
-        self._seen(request_id, p.get("started_ms"), p.get("ended_ms"))
+        self._seen(request_id, p.get("ended_ms") or p.get("started_ms"))
 
     def _compaction(self, entry: Entry) -> None:
         p = entry.payload
@@ -300,10 +299,8 @@ class TraceBuilder:
             self._turn(entry.conversation_id, request_id, entry.seq)
         else:  # written before compactions recorded their operation
             span_id, request_id, parent = f"compaction:{entry.id}", None, None
-        span = self._span(
-            span_id, "compaction", entry.conversation_id, entry.seq, request_id=request_id, parent_id=parent,
-            status="ok",
-        )  # fmt: skip
+        span = self._span(span_id, "compaction", entry.conversation_id, entry.seq, request_id, parent)
+        span.status = "ok"
         if _int(p.get("started_ms")) is not None:
             span.start_ms = _int(p.get("started_ms"))
         span.end_ms = _int(p.get("ended_ms"))
@@ -319,10 +316,9 @@ class TraceBuilder:
         last = self._last_ms.get(request_id)
         start = max(t for t in (since, last) if t is not None) if since is not None or last is not None else None
         span = self._span(
-            f"gap:{entry.id}", "gap", entry.conversation_id, entry.seq, name="not running (resumed)",
-            request_id=request_id, parent_id=f"turn:{request_id}", start_ms=start, end_ms=_int(p.get("at_ms")),
-            status="ok",
-        )  # fmt: skip
+            f"gap:{entry.id}", "gap", entry.conversation_id, entry.seq, request_id, f"turn:{request_id}", "not running"
+        )
+        span.start_ms, span.end_ms, span.status = start, _int(p.get("at_ms")), "ok"
         span.attributes.update(
             owner_id=p.get("owner_id"), previous_owner=p.get("previous_owner"), phase=p.get("phase"), step=p.get("step")
         )
@@ -362,7 +358,7 @@ class TraceBuilder:
         attributes.update(step=step, attempt=attempt)
         for key in ("retry", "error"):
             if isinstance(p.get(key), dict):
-                attributes[key] = p[key]
+                attributes[key] = self._redact.value(p[key])
         span.attributes.update(attributes)
         span.refs["usage_record"] = row.record_id
         for key in ("context_entry", "response_entry"):
@@ -383,7 +379,7 @@ class TraceBuilder:
             self._turn(row.conversation_id, request_id, row.seq)
         else:
             return f"turn:{request_id}"
-        span = self._span(span_id, "compaction", row.conversation_id, row.seq, request_id=request, parent_id=parent)
+        span = self._span(span_id, "compaction", row.conversation_id, row.seq, request, parent)
         if span.start_ms is None:
             started = _int(p.get("compaction_started_ms"))
             span.start_ms = started if started is not None else _int(p.get("started_ms"))
@@ -405,13 +401,14 @@ class TraceBuilder:
         turn.start_ms = _int(p.get("started_ms")) if "started_ms" in p else _int(p.get("queued_ms"))
         turn.end_ms = _int(p.get("ended_ms"))
         final: dict[str, Any] = p["final"] if isinstance(p.get("final"), dict) else {}
-        turn.attributes.update(status=status, error_code=final.get("error_code"), error=final.get("error"))
+        turn.attributes.update(status=status, error_code=final.get("error_code"))
+        turn.attributes["error"] = self._text(final, "error")
         if isinstance(final.get("usage"), dict):
             turn.attributes["usage"] = final["usage"]
         if p.get("queued_ms") is not None:
             turn.attributes["queued_ms"] = p["queued_ms"]
         turn.refs["receipt"] = request_id
-        self._seen(request_id, p.get("started_ms"), p.get("ended_ms"))
+        self._seen(request_id, p.get("ended_ms") or p.get("started_ms"))
         pending = p.get("pending")
         if isinstance(pending, dict) and pending.get("approval_id"):
             self._open_wait(row, pending)
@@ -428,10 +425,8 @@ class TraceBuilder:
             parent = call.id
         elif kind == "tool_approval" and f"tool:{key}" in self._spans:
             parent = f"tool:{key}"
-        span = self._span(
-            f"wait:{key}", "wait", row.conversation_id, row.seq, name=f"wait for {kind.replace('_', ' ')}",
-            request_id=row.request_id, parent_id=parent,
-        )  # fmt: skip
+        name = f"wait for {kind.replace('_', ' ')}"
+        span = self._span(f"wait:{key}", "wait", row.conversation_id, row.seq, row.request_id, parent, name)
         if span.end_ms is None:
             span.start_ms, span.status = _int(pending.get("since_ms")), "waiting"
         span.attributes.update(wait_kind=kind, approval_id=key)
@@ -448,7 +443,7 @@ class TraceBuilder:
             return
         parent_task = row.payload.get("parent_id")
         parent = f"task:{parent_task}" if parent_task else None
-        made = task_spans(row, parent)
+        made = task_spans(row, parent, self._redact)
         if parent is None and row.payload.get("request_id"):
             made[0].attributes["started_by"] = row.payload["request_id"]  # a tool call's id, or a command's
         for span in made:
@@ -464,7 +459,8 @@ class TraceBuilder:
         if status != "running":
             span.end_ms = _int(p.get("ended_ms"))
         span.status = _COMPACTION_STATUS.get(status, "running")
-        span.attributes.update(background=True, auto=bool(p.get("auto")), task_id=row.task_id, error=p.get("error"))
+        span.attributes.update(background=True, auto=bool(p.get("auto")), task_id=row.task_id)
+        span.attributes["error"] = self._text(p, "error")
         span.refs["task_id"] = row.task_id
 
     # --- reading the trace -------------------------------------------------------------------
@@ -513,7 +509,10 @@ class TraceBuilder:
         """A copy with what depends on later records: subagent turns under their call, tasks
         under the call that started them, and open spans of a finished or resumed request
         marked ``interrupted``."""
-        out = replace(span, attributes=dict(span.attributes), refs=dict(span.refs))
+        out = TraceSpan(
+            span.id, span.kind, span.name, span.conversation_id, span.parent_id, span.request_id, span.start_ms,
+            span.end_ms, span.status, dict(span.attributes), dict(span.refs), span.seq,
+        )  # fmt: skip
         if span.kind == "turn":
             context = self._contexts.get(span.conversation_id) or {}
             if context.get("kind") == "subagent":
@@ -582,12 +581,24 @@ def _request_of_call(call_key: str) -> str:
 
 
 def _preview(message: dict[str, Any]) -> str:
-    text = "".join(b.get("text", "") for b in message.get("content") or [] if isinstance(b, dict))
-    return text[:PREVIEW]
+    """The start of a message's text (a tool's output may be megabytes: joined only up to PREVIEW)."""
+    parts: list[str] = []
+    size = 0
+    for block in message.get("content") or []:
+        text = block.get("text") if isinstance(block, dict) else None
+        if isinstance(text, str):
+            parts.append(text[: PREVIEW - size])
+            size += len(parts[-1])
+            if size >= PREVIEW:
+                break
+    return "".join(parts)
 
 
 def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A stored time or count, or None (absent in an older record, or not a number)."""
+    if type(value) is int:
+        return value
+    return int(value) if type(value) is float else None
 
 
 def _int_text(value: str) -> int | None:

@@ -16,7 +16,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentcore.trace.model import SpanKind, SpanStatus, Trace
-from agentcore.trace.redact import Redactor
 
 SCHEMA_NAME = "agentcore.trace"
 SCHEMA_VERSION = 1
@@ -86,15 +85,13 @@ def trace_document(
     request_id: str | None = None,
     conversation_id: str | None = None,
     details: dict[str, dict[str, Any]] | None = None,
-    redactor: Redactor | None = None,
 ) -> dict[str, Any]:
     """``trace`` as a version-1 document (a plain JSON-ready dict). ``details`` (span id → its
-    ``span_details``) are embedded when given. Attributes pass the redactor."""
-    redact = redactor or Redactor()
+    ``span_details``) are embedded when given. (The builder already removed credentials from
+    the spans, and ``span_details`` from the details.)"""
     spans = []
     for span in trace.spans:
         data = span.to_dict()
-        data["attributes"] = redact.value(data["attributes"])
         if details is not None and span.id in details:
             data["details"] = details[span.id]
         spans.append(data)

@@ -17,10 +17,10 @@ one trace. Other roots (a task started by a command, a background compaction) ge
 from the store and the span. Span ids are derived from the span's stable id: exporting a store
 twice gives the same ids.
 
-A span whose start is unknown (an older store) starts at its parent's start (or its own end);
-one whose end is unknown ends where it starts and says so (``agentcore.time_unknown``); a span
-with no time at all, nor a parent with one, is left out. Message and tool contents (prompts,
-result previews) are included only with ``capture_content=True``, as the conventions ask.
+A span whose start is unknown (an older store) starts at its own end or its parent's start; one
+whose end is unknown ends where it starts and says so (``agentcore.time_unknown``); a span with
+no time at all, nor a parent with one, is left out. Message and tool contents (prompts, result
+previews) are included only with ``capture_content=True``, as the conventions ask.
 """
 
 from __future__ import annotations
@@ -31,33 +31,32 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from agentcore.trace.model import Trace, TraceSpan
-from agentcore.trace.redact import Redactor
 from agentcore.tracing import INSTRUMENTATION, trace_anchor, usage_attributes
 
 SPAN_KIND_INTERNAL = 1
 SPAN_KIND_CLIENT = 3
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 _CONTENT = frozenset({"prompt", "result_preview"})
+# Span attributes the conventions already carry (gen_ai.*), not repeated as agentcore.*.
+_MAPPED = frozenset(
+    {"input_tokens", "output_tokens", "cached_input_tokens", "cache_creation_tokens", "reasoning_tokens", "model",
+     "provider", "stop_reason", "tool", "tool_call_id", "time_to_first_token_ms"}
+)  # fmt: skip
 _MS = 1_000_000
 
 
-def otlp_document(
-    trace: Trace, *, store_label: str | None = None, capture_content: bool = False, redactor: Redactor | None = None
-) -> dict[str, Any]:
+def otlp_document(trace: Trace, *, store_label: str | None = None, capture_content: bool = False) -> dict[str, Any]:
     """``trace`` as one OTLP/JSON ``ExportTraceServiceRequest``. ``store_label`` is the store as
     the live runtime named it (its ``database_path`` as given), which live trace ids derive from;
-    it defaults to the trace's label."""
-    redact = redactor or Redactor()
+    it defaults to the trace's label. (The builder already removed credentials from the spans.)"""
     store = trace.label if store_label is None else store_label
-    by_id = {span.id: span for span in trace.spans}
-    ids = _Ids(store, by_id)
+    ids = _Ids(store, {span.id: span for span in trace.spans})
     starts: dict[str, int | None] = {}
     spans = []
     for span in trace.spans:
-        start = _start(span, by_id, starts)
-        if start is None:
-            continue
-        spans.append(_span(span, start, ids, capture_content, redact))
+        start = _start(span, ids.spans, starts)
+        if start is not None:
+            spans.append(_span(span, start, ids, capture_content))
     return {
         "resourceSpans": [
             {
@@ -69,70 +68,79 @@ def otlp_document(
 
 
 class _Ids:
-    """Trace and span ids (hex) for the spans of one export."""
+    """Trace and span ids (hex) for the spans of one export, each computed once."""
 
-    def __init__(self, store: str, by_id: dict[str, TraceSpan]) -> None:
+    def __init__(self, store: str, spans: dict[str, TraceSpan]) -> None:
         self._store = store
-        self.spans = by_id
-        self._roots: dict[str, TraceSpan] = {}
+        self.spans = spans
+        self._trace_ids: dict[str, str] = {}  # root span id -> trace id
+        self._span_ids: dict[str, str] = {}
 
     def root(self, span: TraceSpan) -> TraceSpan:
-        found = self._roots.get(span.id)
-        if found is None:
-            seen = {span.id}
-            found = span
-            while found.parent_id is not None and found.parent_id in self.spans and found.parent_id not in seen:
-                found = self.spans[found.parent_id]
-                seen.add(found.id)
-            self._roots[span.id] = found
-        return found
+        seen = {span.id}
+        while span.parent_id is not None and span.parent_id in self.spans and span.parent_id not in seen:
+            span = self.spans[span.parent_id]
+            seen.add(span.id)
+        return span
 
     def trace_id(self, span: TraceSpan) -> str:
         root = self.root(span)
-        if root.kind == "turn" and root.request_id is not None:
+        found = self._trace_ids.get(root.id)
+        if found is None:
             persisted = root.attributes.get("trace_id")
-            if isinstance(persisted, str) and len(persisted) == 32:
-                return persisted
-            return f"{trace_anchor(None, self._store, root.conversation_id, root.request_id)[0]:032x}"
-        return _digest(f"{self._store}\x00{root.id}", 16)
+            if root.kind == "turn" and isinstance(persisted, str) and len(persisted) == 32:
+                found = persisted
+            elif root.kind == "turn" and root.request_id is not None:
+                found = f"{trace_anchor(None, self._store, root.conversation_id, root.request_id)[0]:032x}"
+            else:
+                found = _digest(f"{self._store}\x00{root.id}", 16)
+            self._trace_ids[root.id] = found
+        return found
 
-    def span_id(self, span: TraceSpan) -> str:
-        if span.kind == "turn" and span.parent_id is None and span.request_id is not None:
-            if not isinstance(span.attributes.get("trace_id"), str):
-                return f"{trace_anchor(None, self._store, span.conversation_id, span.request_id)[1]:016x}"
-        return _digest(f"{self.trace_id(span)}\x00{span.id}", 8)
+    def span_id(self, span: TraceSpan, trace_id: str) -> str:
+        found = self._span_ids.get(span.id)
+        if found is None:
+            anchored = span.kind == "turn" and span.parent_id is None and span.request_id is not None
+            if anchored and not isinstance(span.attributes.get("trace_id"), str):
+                found = f"{trace_anchor(None, self._store, span.conversation_id, span.request_id or '')[1]:016x}"
+            else:
+                found = _digest(f"{trace_id}\x00{span.id}", 8)
+            self._span_ids[span.id] = found
+        return found
 
 
-def _span(span: TraceSpan, start: int, ids: _Ids, capture_content: bool, redact: Redactor) -> dict[str, Any]:
+def _span(span: TraceSpan, start: int, ids: _Ids, capture_content: bool) -> dict[str, Any]:
     end = span.end_ms
     attributes = _conventions(span)
-    attributes.update(
-        {
-            "agentcore.span.id": span.id,
-            "agentcore.span.kind": span.kind,
-            "agentcore.status": span.status,
-            "agentcore.request_id": span.request_id,
-            "gen_ai.conversation.id": span.conversation_id,
-        }
-    )
+    attributes["agentcore.span.id"] = span.id
+    attributes["agentcore.span.kind"] = span.kind
+    attributes["agentcore.status"] = span.status
+    attributes["agentcore.request_id"] = span.request_id
+    attributes["gen_ai.conversation.id"] = span.conversation_id
     for key, value in span.attributes.items():
-        if key in _CONTENT and not capture_content:
+        if value is None or key in _MAPPED or (key in _CONTENT and not capture_content):
             continue
-        attributes.setdefault(f"agentcore.{key}", value)
+        if key == "cost_detail" and isinstance(value, dict):
+            for part, cost in value.items():
+                attributes[f"agentcore.cost.{part}"] = float(cost)
+            continue
+        attributes[f"agentcore.{key}"] = value
     if span.start_ms is None or end is None:
         attributes["agentcore.time_unknown"] = True
+    trace_id = ids.trace_id(span)
     out: dict[str, Any] = {
-        "traceId": ids.trace_id(span),
-        "spanId": ids.span_id(span),
+        "traceId": trace_id,
+        "spanId": ids.span_id(span, trace_id),
         "name": _name(span),
         "kind": SPAN_KIND_CLIENT if span.kind == "model" else SPAN_KIND_INTERNAL,
         "startTimeUnixNano": str(start * _MS),
         "endTimeUnixNano": str(max(start, end if end is not None else start) * _MS),
-        "attributes": _attributes(redact.value(attributes)),
+        "attributes": _attributes(attributes),
         "status": _status(span),
     }
-    if span.parent_id is not None and span.parent_id in ids.spans:
-        out["parentSpanId"] = ids.span_id(ids.spans[span.parent_id])
+    parent = ids.spans.get(span.parent_id or "")
+    if parent is not None:
+        out["parentSpanId"] = ids.span_id(parent, trace_id)
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentcore.harness.storage import TaskRow
 from agentcore.trace.model import SpanStatus, TraceSpan
+from agentcore.trace.redact import Redactor
 
 TASK_STATUS: dict[str, SpanStatus] = {
     "completed": "ok",
@@ -25,8 +26,9 @@ TASK_STATUS: dict[str, SpanStatus] = {
 _TERMINAL = frozenset({"completed", "failed", "aborted", "orphaned"})
 
 
-def task_spans(row: TaskRow, parent_id: str | None) -> list[TraceSpan]:
-    """The task's span first, then its children (phases, sleeps, waits, resume gaps)."""
+def task_spans(row: TaskRow, parent_id: str | None, redact: Redactor) -> list[TraceSpan]:
+    """The task's span first, then its children (phases, sleeps, waits, resume gaps); its free
+    texts (error, reasons) without credentials."""
     payload = row.payload
     status = str(payload.get("status") or "")
     history: list[dict[str, Any]] = [e for e in payload.get("history") or [] if isinstance(e, dict)]
@@ -54,17 +56,19 @@ def task_spans(row: TaskRow, parent_id: str | None) -> list[TraceSpan]:
             "background": payload.get("background"),
             "wake_at": payload.get("wake_at"),
             "waiting_on": payload.get("waiting_on") or [],
-            "error": payload.get("error"),
+            "error": redact.text(payload["error"]) if isinstance(payload.get("error"), str) else None,
             "outcome_status": (outcome or {}).get("status"),
             "history_dropped": int(payload.get("history_dropped") or 0),
         },
         refs={"task_id": row.task_id},
         seq=row.seq,
     )
-    return [task, *_children(row, task_id, history, end)]
+    return [task, *_children(row, task_id, history, end, redact)]
 
 
-def _children(row: TaskRow, task_id: str, history: list[dict[str, Any]], task_end: int | None) -> list[TraceSpan]:
+def _children(
+    row: TaskRow, task_id: str, history: list[dict[str, Any]], task_end: int | None, redact: Redactor
+) -> list[TraceSpan]:
     spans: list[TraceSpan] = []
     current: TraceSpan | None = None  # the open phase or wait
 
@@ -109,12 +113,12 @@ def _children(row: TaskRow, task_id: str, history: list[dict[str, Any]], task_en
         elif kind == "resumed":
             previous = _int(history[n - 1].get("at_ms")) if n else None
             close(previous)
-            gap = child(n, "gap", "not running (restart)", previous, owner_id=event.get("owner_id"))
+            gap = child(n, "gap", "not running", previous, owner_id=event.get("owner_id"))
             gap.end_ms, gap.status = at, "ok"
         elif kind == "ended":
             close(at)
         elif kind == "blocked" and current is not None:
-            current.attributes["blocked"] = event.get("reason")
+            current.attributes["blocked"] = redact.text(str(event.get("reason")))
     if task_end is not None:
         close(task_end)
     elif current is not None and current.status == "waiting":
