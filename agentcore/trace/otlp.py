@@ -45,11 +45,19 @@ _MAPPED = frozenset(
 _MS = 1_000_000
 
 
-def otlp_document(trace: Trace, *, store_label: str | None = None, capture_content: bool = False) -> dict[str, Any]:
+def otlp_document(
+    trace: Trace,
+    *,
+    store_label: str | None = None,
+    capture_content: bool = False,
+    resource_attributes: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``trace`` as one OTLP/JSON ``ExportTraceServiceRequest``. ``store_label`` is the store as
     the live runtime named it (its ``database_path`` as given), which live trace ids derive from;
-    it defaults to the trace's label. (The builder already removed credentials from the spans.)"""
+    it defaults to the trace's label. ``resource_attributes`` are added to the resource (e.g.
+    ``openinference.project.name`` for Phoenix). (The builder already removed credentials.)"""
     store = trace.label if store_label is None else store_label
+    resource = {"service.name": INSTRUMENTATION, "agentcore.store": store, **(resource_attributes or {})}
     ids = _Ids(store, {span.id: span for span in trace.spans})
     starts: dict[str, int | None] = {}
     spans = []
@@ -60,7 +68,7 @@ def otlp_document(trace: Trace, *, store_label: str | None = None, capture_conte
     return {
         "resourceSpans": [
             {
-                "resource": {"attributes": _attributes({"service.name": INSTRUMENTATION, "agentcore.store": store})},
+                "resource": {"attributes": _attributes(resource)},
                 "scopeSpans": [{"scope": {"name": "agentcore.trace", "version": _release()}, "spans": spans}],
             }
         ]
