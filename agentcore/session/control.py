@@ -122,7 +122,6 @@ class ControlHandlers:
             }
             extra = {"input_id": command.request_id}
             start_op(log, op, prompt=command.prompt, images=images, receipt=payload, message_extra=extra)
-            driver._fresh.add(command.request_id)
             return receipt
         mode = "steer" if command.mode == "steer" else "follow_up"
         receipt = self._receipt(command, "queued", input_id=command.request_id, mode=mode)

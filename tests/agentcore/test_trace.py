@@ -352,3 +352,33 @@ def test_a_source_that_is_not_a_store_is_refused_clearly(tmp_path: Path) -> None
     with pytest.raises(StoreError) as invalid:
         build_trace(missing)
     assert invalid.value.code == "store_invalid" and not missing.exists()
+
+
+async def test_a_fork_is_a_conversation_with_its_own_turns_and_its_inherited_context(make_agent, fake_server) -> None:
+    """W8/S2: a fork is listed with the entry it was forked from; its trace holds only its own
+    turns, and its model request's details show the context it inherited up to the fork entry."""
+    fake_server.enqueue([Text("answer one")], [Text("answer two")], [Text("fork answer")], [Text("answer three")])
+    agent = await make_agent(COMPLETIONS, session={}, clock=FakeClock(T0, tick=1))
+    await run_with(agent, {"prompt": "question one", "request_id": "q1"})
+    await run_with(agent, {"prompt": "question two", "request_id": "q2"})
+    first_answer = next(m for m in agent.read_transcript(entry_ids=True) if m["role"] == "assistant")
+    created: list[dict[str, Any]] = []
+
+    async def on_event(event: Any) -> None:
+        if event.type == "session" and not created:
+            fork = {"type": "fork", "request_id": "f", "entry_id": first_answer["entry_id"]}
+            created.append(await agent.control(fork))
+            submit = {"type": "submit", "request_id": "in-fork", "prompt": "fork question"}
+            await agent.control({**submit, "target_id": created[0]["target_id"]})
+
+    await run_with(agent, {"prompt": "question three", "request_id": "q3"}, on_event)
+    whole = build_trace(agent)
+    (fork,) = [c for c in whole.conversations if c.kind == "fork"]
+    assert fork.base == {"conversation": agent.session_id, "entry": first_answer["entry_id"]}
+    forked = build_trace(agent, conversation_id=fork.conversation_id)
+    assert [s.request_id for s in by_kind(forked, "turn")] == ["in-fork"]
+    (model,) = by_kind(forked, "model")
+    sent = span_details(agent, model)["messages"]
+    assert [m["content"][0]["text"] for m in sent] == ["question one", "answer one", "fork question"]
+    main = build_trace(agent, conversation_id=agent.session_id)
+    assert {s.request_id for s in by_kind(main, "turn")} == {"q1", "q2", "q3"}
