@@ -17,7 +17,17 @@ from typing import Any
 
 import pytest
 
-from agentcore import AgentInput, AskResume, TraceBuilder, build_trace, create_agent_registry, span_details
+from agentcore import (
+    AgentHost,
+    AgentInput,
+    AskResume,
+    ToolApprovalResume,
+    TraceBuilder,
+    UserInputRequired,
+    build_trace,
+    create_agent_registry,
+    span_details,
+)
 from agentcore.errors import InputValidationError, StoreError
 from agentcore.testing.fake_server import FakeProviderServer
 from agentcore.testing.steps import Hang, HttpError, Stop, Text, ToolCall, Usage
@@ -25,9 +35,10 @@ from agentcore.trace import open_trace_source
 from tests.agentcore.child_process import spawn
 from tests.agentcore.session_helpers import Gate, run_with
 from tests.agentcore.task_fixtures import Journal, app
-from tests.agentcore.test_plan_mode import QUESTION, ReviewHost
+from tests.agentcore.test_compaction_loop import big_file, history, is_summary_request
+from tests.agentcore.test_plan_mode import QUESTION, ReviewHost, deploy_tool
 from tests.agentcore.test_trace_timing import T0, advancing_tool
-from tests.helpers import FakeClock, collect
+from tests.helpers import FakeClock, collect, final
 
 COMPLETIONS = "openai-completions"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "stores"
@@ -382,3 +393,53 @@ async def test_a_fork_is_a_conversation_with_its_own_turns_and_its_inherited_con
     assert [m["content"][0]["text"] for m in sent] == ["question one", "answer one", "fork question"]
     main = build_trace(agent, conversation_id=agent.session_id)
     assert {s.request_id for s in by_kind(main, "turn")} == {"q1", "q2", "q3"}
+
+
+async def test_a_tool_approval_is_a_wait_under_its_call(make_agent, fake_server) -> None:
+    """W8/H1: a call that paused for the host's approval has the wait (pause to decision) as a
+    span under it, and the call itself starts after the decision."""
+    clock = FakeClock(T0)
+    fake_server.enqueue([ToolCall("deploy", {"env": "prod"}, id="d1")], [Text("ok")])
+    agent = await make_agent(extra_tools=[deploy_tool([])], clock=clock)
+
+    def approve(payload: dict[str, Any]) -> None:
+        raise UserInputRequired("approve deploy", payload)
+
+    host = AgentHost(approve_tool_call=approve)
+    end = final(await collect(agent, AgentInput(prompt="deploy", request_id="t"), host))
+    clock.advance(30_000)
+    resume = ToolApprovalResume(approval_id=end.pending["approval_id"], approved=True)
+    await collect(agent, AgentInput(request_id="t", tool_resume=resume), AgentHost())
+    trace = build_trace(agent)
+    (wait,) = by_kind(trace, "wait")
+    (call,) = by_kind(trace, "tool")
+    assert (wait.attributes["wait_kind"], wait.duration_ms, wait.parent_id) == ("tool_approval", 30_000, call.id)
+    assert call.start_ms == T0 + 30_000 and call.status == "ok"
+
+
+async def test_an_automatic_compaction_is_a_span_with_its_summary_request_under_it(
+    make_agent, fake_server, workspace: Path
+) -> None:
+    """W8/C4: a compaction between tool rounds is a span (auto) in its turn, with its summary
+    request as a model span under it and inside its interval."""
+    name = big_file(workspace)
+    agent = await make_agent(COMPLETIONS, context_window=4_000, clock=FakeClock(T0, tick=1))
+    await history(agent, fake_server, 2)
+    calls = 0
+
+    def responder(request: Any) -> list[Any]:
+        nonlocal calls
+        if is_summary_request(request):
+            return [Text("Summary: questions 0 and 1, and big.txt.")]
+        calls += 1
+        return [ToolCall("read", {"path": name})] if calls <= 3 else [Text("finished")]
+
+    fake_server.responder = responder
+    await collect(agent, AgentInput(prompt="read big.txt three times", request_id="big"))
+    trace = build_trace(agent, request_id="big")
+    compactions = by_kind(trace, "compaction")
+    assert compactions and all(c.attributes["auto"] and c.parent_id == "turn:big" for c in compactions)
+    for compaction in compactions:
+        (summary,) = [s for s in trace.spans if s.parent_id == compaction.id]
+        assert summary.kind == "model" and summary.attributes["purpose"] == "compaction"
+        assert compaction.start_ms <= summary.start_ms <= summary.end_ms <= compaction.end_ms
