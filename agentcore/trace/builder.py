@@ -66,13 +66,13 @@ class TraceBuilder:
         self._touched = []
         for _, _, kind, row in _in_commit_order(records):
             if kind == 0:
-                self._register(row)
-            elif kind == 1:
                 self._entry(row)
-            elif kind == 2:
+            elif kind == 1:
                 self._usage(row)
-            elif kind == 3:
+            elif kind == 2:
                 self._receipt(row)
+            elif kind == 3:
+                self._register(row)
             else:
                 self._task(row)
         self.last_seq = max(self.last_seq, records.last_seq)
@@ -194,6 +194,9 @@ class TraceBuilder:
             span.attributes["recovery"] = p["recovery"]
             if p["recovery"] == "interrupted":
                 span.status = "interrupted"
+        if p.get("not_run"):  # the run ended before the call ran
+            span.attributes["not_run"] = p["not_run"]
+            span.status = "cancelled" if p["not_run"] == "aborted" else "error"
         span.attributes["result_preview"] = self._redact.text(_preview(message))
         span.refs["result_entry"] = entry.id
         self._seen(request_id, p.get("ended_ms"))
@@ -412,6 +415,12 @@ class TraceBuilder:
         pending = p.get("pending")
         if isinstance(pending, dict) and pending.get("approval_id"):
             self._open_wait(row, pending)
+        unanswered = p.get("unanswered")
+        if isinstance(unanswered, dict) and unanswered.get("approval_id"):
+            self._open_wait(row, unanswered)  # the run ended while it waited: the wait ends with it
+            wait = self._spans[f"wait:{unanswered['approval_id']}"]
+            wait.end_ms = _int(unanswered.get("until_ms"))
+            wait.status = "cancelled" if status == "aborted" else "interrupted"
 
     def _open_wait(self, row: Receipt, pending: dict[str, Any]) -> None:
         """A paused turn's request for a person, still unanswered (its answer closes it)."""
@@ -420,8 +429,10 @@ class TraceBuilder:
         parent = f"turn:{row.request_id}"
         if kind == "ask_user" and pending.get("tool_call_id"):  # the question is a tool call, still open
             call = self._tool(row.conversation_id, key, row.request_id, row.seq, str(pending["tool_call_id"]))
+            if call.start_ms is None:
+                call.start_ms = _int(pending.get("since_ms"))
             if call.end_ms is None:
-                call.start_ms, call.status = _int(pending.get("since_ms")), "waiting"
+                call.status = "waiting"
             parent = call.id
         elif kind == "tool_approval" and f"tool:{key}" in self._spans:
             parent = f"tool:{key}"
@@ -522,15 +533,20 @@ class TraceBuilder:
                 out.parent_id = self._tool_by_display.get((parent_conversation, str(context.get("owner_call"))))
         elif span.kind == "task" and span.parent_id is None and span.attributes.get("started_by"):
             out.parent_id = self._tool_by_display.get((span.conversation_id, str(span.attributes["started_by"])))
-        if out.end_ms is None and out.status in ("running", "unknown") and out.request_id is not None:
-            if self._turn_status.get(out.request_id) in _TERMINAL or self._resume_seq.get(out.request_id, 0) > out.seq:
+        if out.end_ms is None and out.status in ("running", "waiting", "unknown") and out.request_id is not None:
+            turn = self._turn_status.get(out.request_id)
+            if turn == "aborted":
+                out.status = "cancelled"
+            elif turn in _TERMINAL or self._resume_seq.get(out.request_id, 0) > out.seq:
                 out.status = "interrupted"
         return out
 
 
 def _in_commit_order(records: TraceRecords) -> Iterator[tuple[int, int, int, Any]]:
-    """Every row, ordered by commit; inside a commit: registers, entries, ledger, receipts, tasks."""
-    tables: list[list[Any]] = [records.registers, records.entries, records.usage, records.receipts, records.tasks]
+    """Every row, ordered by commit; inside a commit: entries, ledger, receipts, registers, tasks.
+    Registers come after the entries of their commit: a resume's entry must see the times
+    written before it, not the program counter its own commit re-stamps."""
+    tables: list[list[Any]] = [records.entries, records.usage, records.receipts, records.registers, records.tasks]
     return heapq.merge(*(_ranked(rows, rank) for rank, rows in enumerate(tables)), key=lambda item: item[:2])
 
 

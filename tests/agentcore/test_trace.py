@@ -200,6 +200,13 @@ async def test_a_resume_shows_the_gap_since_the_last_commit(make_agent, fake_ser
     gate = Gate()
     fake_server.enqueue([ToolCall("gate", {}, id="g1")], [Text("through")])
     first = await make_agent(COMPLETIONS, database_path=db, clock=clock, extra_tools=[gate.tool()])
+    reader = open_trace_source(db)
+    live = TraceBuilder(reader.label)  # a Studio page open through the crash and the resume
+
+    def follow(commit: Any, seq: int) -> None:
+        live.add(reader.read(live.last_seq))
+
+    first.log.view.on_commit(follow)
     running = asyncio.ensure_future(collect(first, AgentInput(prompt="go", request_id="r")))
     await gate.entered.wait()
     running.cancel()
@@ -210,8 +217,10 @@ async def test_a_resume_shows_the_gap_since_the_last_commit(make_agent, fake_ser
     opened = Gate()
     opened.open()
     second = await make_agent(COMPLETIONS, database_path=db, clock=clock, extra_tools=[opened.tool()])
+    second.log.view.on_commit(follow)
     await collect(second, AgentInput(request_id="r"))
     trace = build_trace(db, request_id="r")
+    assert [s.to_dict() for s in live.trace(request_id="r").spans] == [s.to_dict() for s in trace.spans]
     (gap,) = by_kind(trace, "gap")
     assert (gap.start_ms, gap.end_ms, gap.parent_id) == (T0, T0 + 300_000, "turn:r")
     assert gap.attributes["owner_id"] == second.owner_id and gap.attributes["previous_owner"] == first.owner_id
@@ -444,3 +453,20 @@ async def test_an_automatic_compaction_is_a_span_with_its_summary_request_under_
         (summary,) = [s for s in trace.spans if s.parent_id == compaction.id]
         assert summary.kind == "model" and summary.attributes["purpose"] == "compaction"
         assert compaction.start_ms <= summary.start_ms <= summary.end_ms <= compaction.end_ms
+
+
+async def test_a_wait_its_turn_was_cancelled_in_is_no_longer_waiting(make_agent, fake_server) -> None:
+    """W8: cancelling a run that waits for an answer ends the question: its call and its wait are
+    shown cancelled, never waiting for ever."""
+    fake_server.enqueue([ToolCall("ask_user", QUESTION, id="ask1")])
+    agent = await make_agent(clock=FakeClock(T0))
+    await collect(agent, AgentInput(prompt="ask", request_id="q", agent="plan"), ReviewHost())
+    stop = asyncio.Event()
+    stop.set()
+    assert final(await collect(agent, AgentInput(request_id="q"), AgentHost(abort_signal=stop))).status == "aborted"
+    trace = build_trace(agent)
+    assert by_kind(trace, "turn")[0].status == "cancelled"
+    (call,) = by_kind(trace, "tool")
+    (wait,) = by_kind(trace, "wait")
+    assert (call.status, call.start_ms, call.attributes["tool"]) == ("cancelled", T0, "ask_user")
+    assert (wait.status, wait.start_ms, wait.parent_id) == ("cancelled", T0, call.id) and wait.end_ms is not None
