@@ -587,8 +587,10 @@ def _fill_turn_times(spans: list[TraceSpan]) -> None:
         if span.kind in ("turn", "subagent") and span.id in bounds:
             if span.start_ms is None:
                 span.start_ms = bounds[span.id][0]
+                span.attributes["times_from_children"] = True
             if span.end_ms is None and span.status in ("ok", "error", "cancelled"):
                 span.end_ms = bounds[span.id][1]
+                span.attributes["times_from_children"] = True
 
 
 def _request_of_call(call_key: str) -> str:

@@ -25,6 +25,7 @@ from agentcore import (
     TraceBuilder,
     UserInputRequired,
     build_trace,
+    create_agent,
     create_agent_registry,
     span_details,
 )
@@ -285,10 +286,13 @@ async def test_tasks_are_spans_with_their_phases_sleeps_and_waits(make_agent, fa
         assert span.start_ms is not None and span.end_ms is not None and span.start_ms <= span.end_ms
 
 
-async def test_stores_of_earlier_versions_show_what_they_have_with_unknown_times(tmp_path: Path) -> None:
-    """W8/D1: a schema-1 store (no timing anywhere) still gives its spans — read as it is and after
-    a runtime migrated it: a finished turn with its model request and an open one with its tool
-    call and interrupted stream; every time unknown, nothing raises."""
+async def test_stores_of_earlier_versions_show_what_they_have_with_unknown_times(
+    tmp_path: Path, fake_server: FakeProviderServer
+) -> None:
+    """W8/D1: a schema-1 store (no timing anywhere) still gives its spans — read as it is: a
+    finished turn with its model request and an open one with its tool call, every time unknown,
+    nothing raising; then resumed by today's runtime: the old records keep unknown times, the
+    resume and the new request have theirs."""
     db = tmp_path / "v1.sqlite"
     shutil.copy(FIXTURES / "v1.sqlite", db)
     trace = build_trace(db)
@@ -302,6 +306,28 @@ async def test_stores_of_earlier_versions_show_what_they_have_with_unknown_times
     assert {m.request_id for m in models} == {"side-1", "job-v1"}
     for span in trace.spans:
         span_details(db, span)  # details of an old record never raise either
+    runtime = await create_agent(
+        provider="fake",
+        model="fake-model",
+        base_url=fake_server.base_url,
+        api_key="k",
+        api_kind=COMPLETIONS,
+        database_path=str(db),
+        workdir=str(tmp_path),
+        clock=FakeClock(T0),
+    )
+    try:
+        fake_server.enqueue([Text("README.md, a short readme.")])
+        assert final([e async for e in runtime.run(AgentInput(request_id="job-v1"))]).status == "completed"
+    finally:
+        await runtime.close()
+    resumed = build_trace(db, request_id="job-v1")
+    (gap,) = by_kind(resumed, "gap")
+    assert (gap.start_ms, gap.end_ms, gap.attributes["previous_owner"]) == (None, T0, None)
+    old_model, new_model = sorted(by_kind(resumed, "model"), key=lambda s: s.seq)
+    assert old_model.start_ms is None and (new_model.start_ms, new_model.status) == (T0, "ok")
+    (turn,) = by_kind(resumed, "turn")
+    assert turn.status == "ok" and turn.end_ms == T0 and turn.attributes["times_from_children"]
 
 
 async def test_details_show_what_was_sent_and_received_and_never_credentials(
