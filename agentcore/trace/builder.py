@@ -411,6 +411,8 @@ class TraceBuilder:
         if p.get("queued_ms") is not None:
             turn.attributes["queued_ms"] = p["queued_ms"]
         turn.refs["receipt"] = request_id
+        if isinstance(p.get("trace"), dict):
+            turn.attributes["trace_anchor"] = p["trace"]  # the live spans' trace (agentcore.tracing)
         self._seen(request_id, p.get("ended_ms") or p.get("started_ms"))
         pending = p.get("pending")
         if isinstance(pending, dict) and pending.get("approval_id"):

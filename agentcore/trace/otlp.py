@@ -9,13 +9,15 @@ semantic conventions with the names ``agentcore.tracing`` uses for live spans (`
 ``execute_tool {tool}``, ``invoke_agent agentcore``, ``gen_ai.usage.*`` from
 ``tracing.usage_attributes``), so the two look alike in one backend.
 
-Trace ids: one trace per turn (its subagents, scripts and the tasks its tool calls started are
-in it). A turn's trace id is the one its receipt persists (``trace_id``) when there is one,
-otherwise the id live tracing derives for the request (``tracing.trace_anchor``), and the turn's
-span id is the live spans' synthetic parent — so exported and live spans of one request join in
-one trace. Other roots (a task started by a command, a background compaction) get an id derived
-from the store and the span. Span ids are derived from the span's stable id: exporting a store
-twice gives the same ids.
+Trace ids: one trace per request, as live tracing has it — a turn with its model and tool spans,
+scripts and the tasks its calls started; a subagent's run is a request of its own, in a trace of
+its own that links to the tool call that started it. A request's trace id and its span's id are
+the request's trace anchor (``tracing.trace_anchor``: the random one its receipt persists, or for
+a request written before anchors were stored the one derived from the store, conversation and
+request id), whose span id is the synthetic parent of the request's live ``invoke_agent`` spans —
+so exported and live spans of one request join in one trace. Other roots (a task a command
+started, a background compaction) get an id derived from the store and the span. Other span ids
+derive from the span's stable id: exporting a store twice gives the same ids.
 
 A span whose start is unknown (an older store) starts at its own end or its parent's start; one
 whose end is unknown ends where it starts and says so (``agentcore.time_unknown``); a span with
@@ -40,7 +42,7 @@ _CONTENT = frozenset({"prompt", "result_preview"})
 # Span attributes the conventions already carry (gen_ai.*), not repeated as agentcore.*.
 _MAPPED = frozenset(
     {"input_tokens", "output_tokens", "cached_input_tokens", "cache_creation_tokens", "reasoning_tokens", "model",
-     "provider", "stop_reason", "tool", "tool_call_id", "time_to_first_token_ms"}
+     "provider", "stop_reason", "tool", "tool_call_id", "time_to_first_token_ms", "trace_anchor"}
 )  # fmt: skip
 _MS = 1_000_000
 
@@ -81,40 +83,52 @@ class _Ids:
     def __init__(self, store: str, spans: dict[str, TraceSpan]) -> None:
         self._store = store
         self.spans = spans
+        self._roots: dict[str, TraceSpan] = {}
         self._trace_ids: dict[str, str] = {}  # root span id -> trace id
         self._span_ids: dict[str, str] = {}
 
     def root(self, span: TraceSpan) -> TraceSpan:
-        seen = {span.id}
-        while span.parent_id is not None and span.parent_id in self.spans and span.parent_id not in seen:
-            span = self.spans[span.parent_id]
-            seen.add(span.id)
-        return span
+        """The span whose trace ``span`` is in: its request's turn (a subagent's run is a request
+        of its own, as live tracing has it), else its topmost ancestor."""
+        found = self._roots.get(span.id)
+        if found is None:
+            found, seen = span, {span.id}
+            while not _anchored(found) and found.parent_id in self.spans and found.parent_id not in seen:
+                found = self.spans[str(found.parent_id)]
+                seen.add(found.id)
+            self._roots[span.id] = found
+        return found
 
     def trace_id(self, span: TraceSpan) -> str:
         root = self.root(span)
         found = self._trace_ids.get(root.id)
         if found is None:
-            persisted = root.attributes.get("trace_id")
-            if root.kind == "turn" and isinstance(persisted, str) and len(persisted) == 32:
-                found = persisted
-            elif root.kind == "turn" and root.request_id is not None:
-                found = f"{trace_anchor(None, self._store, root.conversation_id, root.request_id)[0]:032x}"
+            if _anchored(root):
+                found = f"{self._anchor(root)[0]:032x}"
             else:
                 found = _digest(f"{self._store}\x00{root.id}", 16)
             self._trace_ids[root.id] = found
         return found
 
-    def span_id(self, span: TraceSpan, trace_id: str) -> str:
+    def span_id(self, span: TraceSpan) -> str:
         found = self._span_ids.get(span.id)
         if found is None:
-            anchored = span.kind == "turn" and span.parent_id is None and span.request_id is not None
-            if anchored and not isinstance(span.attributes.get("trace_id"), str):
-                found = f"{trace_anchor(None, self._store, span.conversation_id, span.request_id or '')[1]:016x}"
+            if _anchored(span):  # the synthetic parent of the request's live ``invoke_agent`` spans
+                found = f"{self._anchor(span)[1]:016x}"
             else:
-                found = _digest(f"{trace_id}\x00{span.id}", 8)
+                found = _digest(f"{self.trace_id(span)}\x00{span.id}", 8)
             self._span_ids[span.id] = found
         return found
+
+    def _anchor(self, turn: TraceSpan) -> tuple[int, int]:
+        """The request's trace anchor as its receipt persisted it, or — for a request written
+        before anchors were stored — the one live tracing derives (``tracing.trace_anchor``)."""
+        op = {"trace": turn.attributes.get("trace_anchor")}
+        return trace_anchor(op, self._store, turn.conversation_id, str(turn.request_id))
+
+
+def _anchored(span: TraceSpan) -> bool:
+    return span.kind in ("turn", "subagent") and span.request_id is not None
 
 
 def _span(span: TraceSpan, start: int, ids: _Ids, capture_content: bool) -> dict[str, Any]:
@@ -138,7 +152,7 @@ def _span(span: TraceSpan, start: int, ids: _Ids, capture_content: bool) -> dict
     trace_id = ids.trace_id(span)
     out: dict[str, Any] = {
         "traceId": trace_id,
-        "spanId": ids.span_id(span, trace_id),
+        "spanId": ids.span_id(span),
         "name": _name(span),
         "kind": SPAN_KIND_CLIENT if span.kind == "model" else SPAN_KIND_INTERNAL,
         "startTimeUnixNano": str(start * _MS),
@@ -147,8 +161,11 @@ def _span(span: TraceSpan, start: int, ids: _Ids, capture_content: bool) -> dict
         "status": _status(span),
     }
     parent = ids.spans.get(span.parent_id or "")
-    if parent is not None:
-        out["parentSpanId"] = ids.span_id(parent, trace_id)
+    if parent is not None and ids.trace_id(parent) == trace_id:
+        out["parentSpanId"] = ids.span_id(parent)
+    elif parent is not None:  # a subagent's run, in a trace of its own: linked to the call that started it
+        link = {"traceId": ids.trace_id(parent), "spanId": ids.span_id(parent)}
+        out["links"] = [dict(link, attributes=_attributes({"agentcore.link": "started_by"}))]
     return out
 
 

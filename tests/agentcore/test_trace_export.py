@@ -63,9 +63,10 @@ def parsed(document: dict[str, Any]) -> ExportTraceServiceRequest:
     for resource in converted["resourceSpans"]:
         for scope in resource["scopeSpans"]:
             for span in scope["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+                for item in (span, *span.get("links", ())):
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in item:
+                            item[key] = base64.b64encode(bytes.fromhex(item[key])).decode()
     return json_format.Parse(json.dumps(converted), ExportTraceServiceRequest(), ignore_unknown_fields=False)
 
 
@@ -165,18 +166,36 @@ async def test_the_otlp_export_is_an_export_trace_service_request_with_genai_spa
 async def test_exported_spans_join_the_live_spans_of_the_same_request(
     make_agent, fake_server, tmp_path: Path
 ) -> None:
-    """W11: the exported turn uses the trace id live tracing gave the request, and its span is the
-    live ``invoke_agent`` spans' parent, so a backend that has both shows them in one trace."""
+    """W11: each exported request is in the trace live tracing gave it (the random anchor its
+    receipt keeps), and its span is the live ``invoke_agent`` spans' parent, so a backend that has
+    both shows them in one trace; a subagent's run is its own request, in its own trace, linked
+    to the tool call that started it."""
     db = tmp_path / "j.sqlite"
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    await a_session(make_agent, fake_server, db, tracing=provider)
-    (live_run,) = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
-    spans = parsed(otlp_document(build_trace(db), store_label=str(db))).resource_spans[0].scope_spans[0].spans
-    (turn,) = [s for s in spans if not s.parent_span_id]
-    assert int.from_bytes(turn.trace_id, "big") == live_run.context.trace_id
-    assert int.from_bytes(turn.span_id, "big") == live_run.parent.span_id
+    fake_server.enqueue([ToolCall("subagent", {"task": "look"}, id="d1")], [Text("two files")], [Text("done")])
+    agent = await make_agent(
+        COMPLETIONS, database_path=str(db), tracing=provider, session={"subagents": {"tools": ["ls"]}}
+    )
+    await collect(agent, AgentInput(prompt="delegate", request_id="r1"))
+    live = {dict(s.attributes)["agentcore.request_id"]: s for s in exporter.get_finished_spans()
+            if s.name.startswith("invoke_agent")}  # fmt: skip
+    child_request = next(r for r in live if r != "r1")
+    receipt = agent.log.storage.load().receipts["r1"].payload
+    assert receipt["trace"]["trace_id"] == f"{live['r1'].context.trace_id:032x}", "the receipt keeps the anchor"
+    spans = parsed(otlp_document(build_trace(db))).resource_spans[0].scope_spans[0].spans
+    by_request = {attributes(s)["agentcore.request_id"]: s for s in spans if s.name.startswith("invoke_agent")}
+    for request_id in ("r1", child_request):
+        exported = by_request[request_id]
+        assert int.from_bytes(exported.trace_id, "big") == live[request_id].context.trace_id
+        assert int.from_bytes(exported.span_id, "big") == live[request_id].parent.span_id
+    child = by_request[child_request]
+    (call,) = [s for s in spans if s.name == "execute_tool subagent"]
+    assert not child.parent_span_id and [(link.trace_id, link.span_id) for link in child.links] == [
+        (call.trace_id, call.span_id)
+    ]
+    assert child.trace_id != call.trace_id
 
 
 async def test_the_cli_prints_the_trace_as_json_or_otlp(make_agent, fake_server, tmp_path: Path) -> None:
