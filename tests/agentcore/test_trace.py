@@ -7,7 +7,6 @@ back from the store files (read-only, beside the owner), never from events.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import shutil
 import time
@@ -34,11 +33,11 @@ from agentcore.testing.fake_server import FakeProviderServer
 from agentcore.testing.steps import Hang, HttpError, Stop, Text, ToolCall, Usage
 from agentcore.trace import open_trace_source
 from tests.agentcore.child_process import spawn
-from tests.agentcore.session_helpers import Gate, run_with
+from tests.agentcore.session_helpers import run_with
 from tests.agentcore.task_fixtures import Journal, app
 from tests.agentcore.test_compaction_loop import big_file, history, is_summary_request
 from tests.agentcore.test_plan_mode import QUESTION, ReviewHost, deploy_tool
-from tests.agentcore.test_trace_timing import T0, advancing_tool
+from tests.agentcore.trace_helpers import T0, advancing_tool, resumed_by_another_owner
 from tests.helpers import FakeClock, collect, final
 
 COMPLETIONS = "openai-completions"
@@ -195,31 +194,16 @@ async def test_a_question_is_an_open_wait_until_the_answer_closes_it(make_agent,
 
 async def test_a_resume_shows_the_gap_since_the_last_commit(make_agent, fake_server, tmp_path: Path) -> None:
     """W8/D1: a request an owner closed mid-tool and another resumed has a gap span from the last
-    commit to the resume, naming both owners; the re-run call says it was re-run."""
-    clock = FakeClock(T0)
+    commit to the resume, naming both owners, the same in a view built live through the close and
+    the resume as in one built afterwards; the re-run call says it was re-run."""
     db = str(tmp_path / "gap.sqlite")
-    gate = Gate()
-    fake_server.enqueue([ToolCall("gate", {}, id="g1")], [Text("through")])
-    first = await make_agent(COMPLETIONS, database_path=db, clock=clock, extra_tools=[gate.tool()])
     reader = open_trace_source(db)
-    live = TraceBuilder(reader.label)  # a Studio page open through the crash and the resume
+    live = TraceBuilder(reader.label)  # a Studio page open through the close and the resume
 
     def follow(commit: Any, seq: int) -> None:
         live.add(reader.read(live.last_seq))
 
-    first.log.view.on_commit(follow)
-    running = asyncio.ensure_future(collect(first, AgentInput(prompt="go", request_id="r")))
-    await gate.entered.wait()
-    running.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
-    await first.close()
-    clock.advance(300_000)
-    opened = Gate()
-    opened.open()
-    second = await make_agent(COMPLETIONS, database_path=db, clock=clock, extra_tools=[opened.tool()])
-    second.log.view.on_commit(follow)
-    await collect(second, AgentInput(request_id="r"))
+    first, second = await resumed_by_another_owner(make_agent, fake_server, db, FakeClock(T0), 300_000, follow)
     trace = build_trace(db, request_id="r")
     assert [s.to_dict() for s in live.trace(request_id="r").spans] == [s.to_dict() for s in trace.spans]
     (gap,) = by_kind(trace, "gap")

@@ -28,7 +28,7 @@ from agentcore import AgentInput, build_trace, otlp_document, span_details, trac
 from agentcore.testing.steps import HttpError, Text, ToolCall, Usage
 from agentcore.trace import TraceDocument, json_schema
 from agentcore.trace.export_json import SCHEMA_FILE, shipped_schema
-from tests.agentcore.test_trace_timing import T0, advancing_tool
+from tests.agentcore.trace_helpers import T0, advancing_tool
 from tests.helpers import FakeClock, collect
 
 COMPLETIONS = "openai-completions"

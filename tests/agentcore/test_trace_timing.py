@@ -6,25 +6,21 @@ back from the store are exact and nothing waits for real time.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentcore import AgentInput, AgentTool, AskResume, PlanResume, ToolContext, ToolResult, create_agent_registry
+from agentcore import AgentInput, AskResume, PlanResume, create_agent_registry
 from agentcore.harness import StoreState
 from agentcore.testing.steps import HttpError, Stop, Text, ToolCall, Usage
 from tests.agentcore.codemode_helpers import script_turn
-from tests.agentcore.session_helpers import Gate, run_with
+from tests.agentcore.session_helpers import run_with
 from tests.agentcore.task_fixtures import Journal, app
 from tests.agentcore.test_plan_mode import QUESTION, ReviewHost
+from tests.agentcore.trace_helpers import COMPLETIONS, T0, advancing_tool, resumed_by_another_owner
 from tests.helpers import FakeClock, collect, final
-
-COMPLETIONS = "openai-completions"
-T0 = 1_700_000_000_000
 
 
 def load(agent: Any) -> StoreState:
@@ -41,16 +37,6 @@ def entries(agent: Any, kind: str) -> list[Any]:
 
 def tool_results(agent: Any) -> list[dict[str, Any]]:
     return [e.payload for e in entries(agent, "message") if e.payload["message"]["role"] == "tool_result"]
-
-
-def advancing_tool(clock: FakeClock, ms: int, name: str = "work") -> AgentTool:
-    """A tool that takes exactly ``ms`` on the fake clock."""
-
-    async def execute(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        clock.advance(ms)
-        return ToolResult.text("worked")
-
-    return AgentTool(name, "Do some work.", {"type": "object", "properties": {}}, execute)
 
 
 async def test_each_model_attempt_records_start_first_token_end_step_and_what_it_sent_and_got(
@@ -170,25 +156,12 @@ async def test_a_resume_records_when_and_by_which_owner_and_the_last_write_befor
     commits a ``resume`` entry: when, the new and the previous owner, and when the program
     counter was last written — the gap the Trace shows; the re-run call says it was re-run."""
     clock = FakeClock(T0)
-    db = str(tmp_path / "resume.sqlite")
-    gate = Gate()
-    fake_server.enqueue([ToolCall("gate", {}, id="g1")], [Text("through")])
-    first = await make_agent(COMPLETIONS, database_path=db, clock=clock, extra_tools=[gate.tool()])
-    first_owner = first.owner_id
-    running = asyncio.ensure_future(collect(first, AgentInput(prompt="go", request_id="r")))
-    await gate.entered.wait()
-    running.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
-    await first.close()
-    clock.advance(600_000)
-    reopened_gate = Gate()
-    reopened_gate.open()
-    second = await make_agent(COMPLETIONS, database_path=db, clock=clock, extra_tools=[reopened_gate.tool()])
-    assert final(await collect(second, AgentInput(request_id="r"))).status == "completed"
+    first, second = await resumed_by_another_owner(
+        make_agent, fake_server, str(tmp_path / "resume.sqlite"), clock, 600_000
+    )
     (resume,) = [e.payload for e in entries(second, "resume")]
-    assert resume["op"] == "r" and resume["owner_id"] == second.owner_id != first_owner
-    assert resume["previous_owner"] == first_owner and resume["phase"] == "tools"
+    assert resume["op"] == "r" and resume["owner_id"] == second.owner_id != first.owner_id
+    assert resume["previous_owner"] == first.owner_id and resume["phase"] == "tools"
     assert resume["since_ms"] == T0 and resume["at_ms"] == T0 + 600_000
     (result,) = tool_results(second)
     assert result["recovery"] == "rerun" and result["started_ms"] == T0 + 600_000
