@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from agentcore.runtime import AgentRuntime, create_agent
     from agentcore.sync import run_sync
     from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition, ToolResult
+    from agentcore.trace import TraceBuilder, build_trace, otlp_document, span_details, trace_document
 
 _EXPORTS: dict[str, str] = {
     "AgentError": "agentcore.errors",
@@ -62,8 +63,10 @@ _EXPORTS: dict[str, str] = {
     "ToolDefinition": "agentcore.tools.base",
     "ToolError": "agentcore.errors",
     "ToolResult": "agentcore.tools.base",
+    "TraceBuilder": "agentcore.trace",
     "UserInputRequired": "agentcore.errors",
     "agent_hook": "agentcore.extensions.tasks",
+    "build_trace": "agentcore.trace",
     "cancel_agent_conversation": "agentcore.offline",
     "compact_agent_messages": "agentcore.compact",
     "create_agent": "agentcore.runtime",
@@ -76,8 +79,11 @@ _EXPORTS: dict[str, str] = {
     "export_agent_database": "agentcore.harness.backup",
     "import_agent_database": "agentcore.harness.backup",
     "parse_model_attributes": "agentcore.models.attributes",
+    "otlp_document": "agentcore.trace",
     "postgres_storage": "agentcore.harness.postgres_store",  # needs the postgres extra (psycopg)
     "run_sync": "agentcore.sync",
+    "span_details": "agentcore.trace",
+    "trace_document": "agentcore.trace",
 }
 
 __all__ = [
@@ -102,8 +108,10 @@ __all__ = [
     "ToolDefinition",
     "ToolError",
     "ToolResult",
+    "TraceBuilder",
     "UserInputRequired",
     "agent_hook",
+    "build_trace",
     "cancel_agent_conversation",
     "compact_agent_messages",
     "create_agent",
@@ -115,9 +123,12 @@ __all__ = [
     "estimate_agent_context_tokens",
     "export_agent_database",
     "import_agent_database",
+    "otlp_document",
     "parse_model_attributes",
     "postgres_storage",
     "run_sync",
+    "span_details",
+    "trace_document",
 ]
 
 

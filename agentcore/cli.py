@@ -29,6 +29,7 @@ from agentcore.events import (
 from agentcore.host import AgentHost
 from agentcore.inputs import AgentInput, AskResume
 from agentcore.runtime import AgentRuntime, create_agent
+from agentcore.trace.command import add_trace_parser, trace_command
 
 DATABASE_URL_ENV = "AGENTCORE_DATABASE_URL"
 EXIT_CODES = {"completed": 0, "failed": 1, "paused": 3, "aborted": 130}
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID=VALUE",
         help="answer a paused ask_user question (repeat; use with the paused --request-id and --database)",
     )
+    add_trace_parser(sub)
     return parser
 
 
@@ -247,6 +249,8 @@ def _exit_code(ends: list[RunEndEvent]) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "trace":
+            return trace_command(args, sys.stdout)
         return asyncio.run(run_command(args, sys.stdout, sys.stderr))
     except AgentError as exc:
         sys.stderr.write(f"error: {exc.code}: {exc.message}\n")

@@ -16,7 +16,7 @@ from typing import Any
 from agentcore.context.compaction import plan_compaction, should_compact, summary_message
 from agentcore.context.estimate import estimate_agent_context_tokens
 from agentcore.engine.compaction import CompactionSettings, summarize, summary_max_tokens
-from agentcore.engine.usage import usage_payload
+from agentcore.engine.usage import AttemptTiming, usage_payload
 from agentcore.errors import MODEL_ERROR, AgentError, ExecutionAborted
 from agentcore.messages import AssistantMessage, Message, message_to_dict, parse_messages
 from agentcore.models import resolve_model
@@ -77,9 +77,9 @@ async def compact_agent_messages(
     if not plan.to_summarize:
         return [message_to_dict(m) for m in transcript]
 
-    async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None) -> None:
+    async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None, timing: AttemptTiming) -> None:
         if on_usage is not None:
-            result = on_usage(usage_payload(message, "compact", ok=failure is None))
+            result = on_usage(usage_payload(message, "compact", ok=failure is None, timing=timing))
             if inspect.isawaitable(result):
                 await result
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from agentcore.clock import WallClock, system_clock
 from agentcore.config import ConfigResolver
 from agentcore.context.meter import ContextMeter
 from agentcore.engine.compaction import CompactionSettings
@@ -80,10 +81,12 @@ class AgentRuntime:
         sleep: Sleep | None = None,
         session: SessionOptions | None = None,
         tracer: Tracer | None = None,
+        clock: WallClock | None = None,
     ) -> None:
         self.options = options
         self.tracer = tracer
         self.sleep: Sleep = sleep or asyncio.sleep
+        self.clock: WallClock = clock or system_clock
         self._storage_factory = storage_factory
         self._storage: AgentStorage | None = None
         self._release: Any = None
@@ -116,7 +119,7 @@ class AgentRuntime:
         storage, release = open_from_factory(self._storage_factory)
         try:
             state = storage.load()
-            view = StoreView.open(storage, state, [self.session_id])
+            view = StoreView.open(storage, state, [self.session_id], clock=self.clock)
         except BaseException:
             storage.close()
             release()
@@ -353,7 +356,7 @@ class AgentRuntime:
         self._configure(candidate)
         storage, release = MemoryStorageFactory(label="host_input").open()
         try:
-            log = ConversationLog.load(storage, storage.load(), "host_input")
+            log = ConversationLog.load(storage, storage.load(), "host_input", clock=self.clock)
             if seeded:
                 log.commit(Commit(entries=[log.entry("transcript", {"messages": seeded})]))
             start_op(log, candidate, prompt=input.prompt, images=images, receipt=_running(input))
@@ -472,6 +475,7 @@ async def create_agent(
     models: dict[str, ModelAttributes | dict[str, Any] | str] | None = None,
     sleep: Sleep | None = None,
     tracing: Any = None,
+    clock: WallClock | None = None,
     **options: Any,
 ) -> AgentRuntime:
     """Create and open a runtime (SPEC R1). Invalid options → ``input_validation``, nothing opened.
@@ -481,6 +485,8 @@ async def create_agent(
     ``resolved_model`` pins a fully resolved model and bypasses resolution. ``sleep`` replaces
     ``asyncio.sleep`` for retry backoff (tests inject a recorder so they never wait for real).
     ``tracing`` turns OpenTelemetry spans on or off (see ``agentcore.tracing.resolve_tracing``).
+    ``clock`` (epoch milliseconds, ``agentcore.clock``) is the wall clock every committed time
+    is read from (the Trace's axis); tests pass a fake one.
     """
     parsed: AgentOptions = validate_model(AgentOptions, options, what="options")
     model_table = _model_table(models or {})
@@ -506,6 +512,7 @@ async def create_agent(
         sleep=sleep,
         session=session,
         tracer=resolve_tracing(tracing),
+        clock=clock,
     )
     if resolved_model is None:
         runtime.config.model({})  # fail fast on a missing or invalid model configuration (R4)

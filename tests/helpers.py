@@ -38,3 +38,21 @@ def types(events: list[Any]) -> list[str]:
 
 def text_of(events: list[Any]) -> str:
     return "".join(e.delta for e in events if e.type == "text_delta")
+
+
+class FakeClock:
+    """An injectable wall clock (``create_agent(clock=...)``, epoch ms): time moves only when a
+    test says so (``advance``), plus ``tick`` ms on every read when given, so records written one
+    after another get increasing times without any real waiting."""
+
+    def __init__(self, start: int = 1_700_000_000_000, tick: int = 0) -> None:
+        self.now = start
+        self.tick = tick
+
+    def __call__(self) -> int:
+        now = self.now
+        self.now += self.tick
+        return now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms

@@ -184,7 +184,8 @@ class EngineBase:
         made committable here, where every failure's text enters the store."""
         reason = clean_text(reason)
         commit = commit or Commit()
-        settle_open_calls(self.log, self.request_id, op, commit, f"Not run: the run failed ({reason}).")
+        not_run = f"Not run: the run failed ({reason})."
+        settle_open_calls(self.log, self.request_id, op, commit, not_run, outcome="failed")
         return self._terminal(commit, "failed", self._answer_text(), error_code=code, error=reason)
 
     def finish_aborted(self, op: dict[str, Any], reason: str, *, commit: Commit | None = None) -> RunEndEvent:

@@ -13,11 +13,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentcore.clock import WallClock, system_clock
 from agentcore.context.compaction import CompactionPlan, build_merge_request, build_summary_request
+from agentcore.engine.usage import AttemptTiming
 from agentcore.errors import InputValidationError
 from agentcore.messages import AssistantMessage, Message, user_text
 from agentcore.models.attributes import ResolvedModel
-from agentcore.providers.base import Provider, ProviderFailure, ProviderRequest, StreamEnd
+from agentcore.providers.base import Provider, ProviderFailure, ProviderRequest, StreamEnd, TextDelta, ThinkingDelta
 
 MANUAL_COMMANDS = ("/compact", "/summarize")
 
@@ -65,7 +67,7 @@ class SummaryOutcome:
     failure: ProviderFailure | None = None
 
 
-Attempt = Callable[[AssistantMessage, ProviderFailure | None], Awaitable[None]]
+Attempt = Callable[[AssistantMessage, ProviderFailure | None, AttemptTiming], Awaitable[None]]
 
 
 async def _request(
@@ -77,6 +79,7 @@ async def _request(
     abort: asyncio.Event,
     max_tokens: int,
     on_attempt: Attempt,
+    clock: WallClock,
 ) -> SummaryOutcome:
     request = ProviderRequest(
         model=model,
@@ -88,14 +91,18 @@ async def _request(
         web_search=False,  # C5/P2: compaction requests never carry the search tool
     )
     end: StreamEnd | None = None
+    timing = AttemptTiming(clock())
     async for event in provider.stream(request, abort):
         if isinstance(event, StreamEnd):
             end = event
+        elif timing.first_token_ms is None and isinstance(event, (TextDelta, ThinkingDelta)):
+            timing.first_token_ms = clock()
+    timing.ended_ms = clock()
     assert end is not None, "adapters always end with StreamEnd"
     failure = end.failure
     if failure is None and end.message.stop_reason == "length":
         failure = ProviderFailure("bad_request", "the summary was cut off at max_tokens")
-    await on_attempt(end.message, failure)
+    await on_attempt(end.message, failure, timing)
     text = end.message.text.strip()
     if failure is None and not text:
         failure = ProviderFailure("bad_request", "the model produced an empty summary")
@@ -111,13 +118,15 @@ async def summarize(
     max_tokens: int,
     on_attempt: Attempt,
     instructions: str | None = None,
+    clock: WallClock = system_clock,
 ) -> SummaryOutcome:
-    """Summarize ``plan.chunks`` (one request each) and merge the parts when there are several."""
+    """Summarize ``plan.chunks`` (one request each) and merge the parts when there are several.
+    ``clock`` times each attempt (handed to ``on_attempt``)."""
     summaries: list[str] = []
     for chunk in plan.chunks:
         system, prompt = build_summary_request(chunk, instructions=instructions)
         outcome = await _request(
-            provider, model, system, prompt, abort=abort, max_tokens=max_tokens, on_attempt=on_attempt
+            provider, model, system, prompt, abort=abort, max_tokens=max_tokens, on_attempt=on_attempt, clock=clock
         )
         if outcome.failure is not None:
             return outcome
@@ -125,7 +134,7 @@ async def summarize(
     while len(summaries) > 1:
         system, prompt = build_merge_request(summaries, instructions=instructions)
         outcome = await _request(
-            provider, model, system, prompt, abort=abort, max_tokens=max_tokens, on_attempt=on_attempt
+            provider, model, system, prompt, abort=abort, max_tokens=max_tokens, on_attempt=on_attempt, clock=clock
         )
         if outcome.failure is not None:
             return outcome

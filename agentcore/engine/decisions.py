@@ -36,6 +36,7 @@ from agentcore.tracing import trace_anchor
 
 class Decisions(EngineBase):
     def _pause(self, op: dict[str, Any], pending: dict[str, Any]) -> None:
+        pending = dict(pending, since_ms=self.log.now_ms())  # the wait for a person starts (Trace)
         value = dict(self.log.op or op, phase="paused", pending=pending)
         receipt = self.log.receipts.get(self.request_id)
         receipt_payload = dict(receipt.payload if receipt else {}, status="paused", pending=pending)
@@ -72,6 +73,7 @@ class Decisions(EngineBase):
             yield self.finish_completed(op, Commit(), text)  # SPEC H1: no host → never pauses
             return
         payload = {"approval_id": approval_id, "plan": text, "request_id": self.request_id}
+        since_ms = self.log.now_ms()
         try:
             verdict = await call_hook(self.host.approve_plan, payload)
         except UserInputRequired:
@@ -82,15 +84,27 @@ class Decisions(EngineBase):
             verdict = {"approved": False, "notes": str(exc)}
         approved, notes = _plan_verdict(verdict)
         notes = clean_text(notes)  # the host's own text (or its exception's): committed with the decision
-        async for event in self.apply_plan_decision(approval_id, approved, text, notes):
+        async for event in self.apply_plan_decision(approval_id, approved, text, notes, since_ms=since_ms):
             yield event
 
     async def apply_plan_decision(
-        self, approval_id: str, approved: bool, plan_text: str, notes: str
+        self, approval_id: str, approved: bool, plan_text: str, notes: str, *, since_ms: int | None = None
     ) -> AsyncIterator[AgentEvent]:
-        """Approve → switch to build and execute; reject → revise in plan mode (PL4)."""
+        """Approve → switch to build and execute; reject → revise in plan mode (PL4).
+
+        The decision's entry records the review as a wait (``wait``: since the plan was shown,
+        until now); ``since_ms`` is when the host was asked, else when the run paused."""
         op = self.log.op
         assert op is not None
+        if since_ms is None:
+            since_ms = (op.get("pending") or {}).get("since_ms")
+        wait = {
+            "kind": "plan",
+            "approval_id": approval_id,
+            "since_ms": since_ms,
+            "until_ms": self.log.now_ms(),
+            "decision": "approved" if approved else "rejected",
+        }
         if self.tracer is not None:
             anchor = trace_anchor(op, self.log.storage.label, self.log.conversation_id, self.request_id)
             self.tracer.decision(self.op_span or anchor, approval_id=approval_id, approved=approved, notes=notes)
@@ -108,7 +122,7 @@ class Decisions(EngineBase):
             value.pop(stale, None)
         self.log.commit(
             Commit(
-                entries=[self.log.message_entry(user_text(prompt), self.request_id, synthetic=True)],
+                entries=[self.log.message_entry(user_text(prompt), self.request_id, synthetic=True, wait=wait)],
                 registers=[self.log.set_op(value)],
             )
         )
@@ -133,9 +147,12 @@ class Decisions(EngineBase):
         value = dict(op, phase="tools", resolved_user_inputs=resolved)
         value.pop("pending", None)
         receipt = self.log.receipts[self.request_id]
+        now = self.log.now_ms()
+        wait = {"kind": "ask_user", "approval_id": key, "since_ms": pending.get("since_ms"), "until_ms": now}
+        timing = {"started_ms": pending.get("since_ms"), "ended_ms": now, "wait": wait}
         self.log.commit(
             Commit(
-                entries=[self.log.message_entry(message, self.request_id, call_key=key)],
+                entries=[self.log.message_entry(message, self.request_id, call_key=key, **timing)],
                 registers=[self.log.set_op(value)],
                 receipts=[self.log.receipt(self.request_id, dict(receipt.payload, status="running", pending=None))],
             )
@@ -152,9 +169,11 @@ class Decisions(EngineBase):
     def apply_tool_decision(self, approved: bool, message: str) -> None:
         op = self.log.op
         assert op is not None
-        key = op["pending"]["approval_id"]
+        pending = op["pending"]
+        key = pending["approval_id"]
         approvals = dict(op.get("approvals") or {})
-        approvals[key] = {"approved": approved, "message": message}
+        wait = {"kind": "tool_approval", "approval_id": key, "since_ms": pending.get("since_ms")}
+        approvals[key] = {"approved": approved, "message": message, "wait": dict(wait, until_ms=self.log.now_ms())}
         value = dict(op, phase="tools", approvals=approvals)
         value.pop("pending", None)
         receipt = self.log.receipts[self.request_id]

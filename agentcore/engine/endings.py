@@ -45,6 +45,11 @@ def end_operation(
     )
     receipt = log.receipts.get(request_id)
     payload = dict(receipt.payload if receipt else {}, status=status, final=event.model_dump(), pending=None)
+    payload["ended_ms"] = log.now_ms()
+    pending = (log.op or {}).get("pending") if (log.op or {}).get("request_id") == request_id else None
+    if isinstance(pending, dict):  # it ended while waiting for a person: the wait ends with it (Trace)
+        keep = ("kind", "approval_id", "since_ms", "tool_call_id")
+        payload["unanswered"] = {**{k: pending.get(k) for k in keep}, "until_ms": payload["ended_ms"]}
     commit.receipts.append(log.receipt(request_id, payload))
     commit.registers.append(log.set_op(None))
     marker = cancel_key(log.conversation_id)
@@ -54,8 +59,11 @@ def end_operation(
     return event
 
 
-def settle_open_calls(log: ConversationLog, request_id: str, op: dict[str, Any], commit: Commit, reason: str) -> None:
-    """Give every unsettled call of the current batch a result so the transcript stays valid."""
+def settle_open_calls(
+    log: ConversationLog, request_id: str, op: dict[str, Any], commit: Commit, reason: str, *, outcome: Outcome
+) -> None:
+    """Give every unsettled call of the current batch a result so the transcript stays valid
+    (``not_run``: the outcome of the run that ended before the call ran, for the Trace)."""
     if op.get("phase") not in ("tools", "paused") or not op.get("tool_calls"):
         return
     for call in op["tool_calls"]:
@@ -63,7 +71,8 @@ def settle_open_calls(log: ConversationLog, request_id: str, op: dict[str, Any],
         if key in log.results:
             continue
         message = ToolResultMessage(call["id"], call["name"], [TextContent(reason)], is_error=True)
-        commit.entries.append(log.message_entry(message, request_id, call_key=key))
+        entry = log.message_entry(message, request_id, call_key=key, ended_ms=log.now_ms(), not_run=outcome)
+        commit.entries.append(entry)
 
 
 CONTINUED_STOPS = frozenset({"error", "length", "tool_use", "pause_turn"})
@@ -136,6 +145,6 @@ def end_operation_aborted(
     """End ``op`` as ``aborted`` (a cancel, a superseding input, offline cancellation)."""
     commit = commit or Commit()
     request_id = op["request_id"]
-    settle_open_calls(log, request_id, op, commit, "Not run: the run was cancelled.")
+    settle_open_calls(log, request_id, op, commit, "Not run: the run was cancelled.", outcome="aborted")
     text = answer_text(log, request_id)
     return end_operation(log, request_id, commit, "aborted", text, error_code=EXECUTION_ABORTED, error=reason)

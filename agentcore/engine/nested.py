@@ -118,6 +118,10 @@ class NestedCalls:
     def conversation_id(self) -> str:
         return self.engine.log.conversation_id
 
+    def now_ms(self) -> int:
+        """The store's wall clock (epoch ms): a script's ``Date`` starts from it."""
+        return self.engine.log.now_ms()
+
     @property
     def recorded(self) -> CodeRun | None:
         """The execution log committed so far for this parent call (None on a first run)."""
@@ -142,8 +146,9 @@ class NestedCalls:
 
     def settle(self, end: dict[str, Any], registers: list[RegisterWrite]) -> None:
         """Records to commit in the same transaction as the parent's result."""
+        log = self.engine.log
         self.settlement = Commit(
-            entries=[self.engine.log.entry("code_run_end", dict(end, parent=self.parent_key))],
+            entries=[log.entry("code_run_end", dict(end, parent=self.parent_key, ended_ms=log.now_ms()))],
             registers=list(registers),
         )
 
@@ -225,6 +230,7 @@ class NestedCalls:
             replay=tool.replay,
             call_token=new_call_token(),
             at_ms=clock(),
+            started_ms=self.engine.log.now_ms(),
         )
         log = self.engine.log
         log.commit(Commit(entries=[log.entry("nested_intent", intent)]))
@@ -245,6 +251,7 @@ class NestedCalls:
         ctx = self.cfg.tool_context(f"{self.task_id}/n{index}", abort)
         ctx.call_token = intent.get("call_token")
         started = engine.clock()
+        started_ms = engine.log.now_ms()
         work = asyncio.ensure_future(execute_call(tool, intent["arguments"], ctx))
         try:
             result = await asyncio.shield(work)
@@ -261,12 +268,18 @@ class NestedCalls:
                 work.cancel()
                 stopped = ToolResult.text("Stopped: the code mode script was stopped during this call.", is_error=True)
             status: Status = "cancelled" if stopped.is_error else "completed"
-            self._settle(index, key, tool.name, status, stopped, clock, started=started, intent=intent, rerun=rerun)
+            self._settle(
+                index, key, tool.name, status, stopped, clock, started=started, intent=intent, rerun=rerun,
+                started_ms=started_ms,
+            )
             raise
         status = "failed" if result.is_error else "completed"
         if abort.is_set() and result.is_error:
             status = "cancelled"
-        return self._settle(index, key, tool.name, status, result, clock, started=started, intent=intent, rerun=rerun)
+        return self._settle(
+            index, key, tool.name, status, result, clock, started=started, intent=intent, rerun=rerun,
+            started_ms=started_ms,
+        )
 
     def _settle(
         self,
@@ -282,8 +295,11 @@ class NestedCalls:
         extra: dict[str, Any] | None = None,
         args: Any = None,
         rerun: bool = False,
+        started_ms: int | None = None,
     ) -> NestedOutcome:
-        """Commit call ``index``'s result and return what the caller gets."""
+        """Commit call ``index``'s result and return what the caller gets; ``started_ms`` /
+        ``ended_ms`` (wall clock) place it on the Trace's axis (``at_ms`` is the script's own
+        elapsed time, which a resumed run rebases)."""
         duration = (self.engine.clock() - started) * 1000 if started is not None else 0.0
         text = _text_of(result)
         payload: dict[str, Any] = {
@@ -296,7 +312,10 @@ class NestedCalls:
             "ok": not result.is_error,
             "duration_ms": round(duration, 3),
             "at_ms": clock(),
+            "ended_ms": self.engine.log.now_ms(),
         }
+        if started_ms is not None:
+            payload["started_ms"] = started_ms
         if intent is None:
             payload["arguments"] = args  # no intent holds them
         if rerun:

@@ -96,8 +96,13 @@ def start_op(
     message_extra: dict[str, Any] | None = None,
 ) -> None:
     """Open ``op`` in one transaction: user message, receipt, program counter (and ``commit``'s
-    own writes, e.g. taking the input off a queue)."""
+    own writes, e.g. taking the input off a queue). The receipt records when it started
+    (``started_ms``; the terminal transaction adds ``ended_ms``) and the request's trace anchor,
+    which outlives the program counter, so an exported trace joins the live spans."""
     commit = commit or Commit()
+    receipt = dict(receipt, started_ms=log.now_ms())
+    if op.get("trace") is not None:
+        receipt["trace"] = op["trace"]
     style = style_change(prompt)
     if style is not None:
         commit.registers.append(RegisterWrite(style_key(log.conversation_id), {"adhd": style}))

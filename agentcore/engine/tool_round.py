@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import replace
 from typing import Any
 
+from agentcore.clock import WallClock
 from agentcore.engine.base import TurnConfig
 from agentcore.engine.base import display_id as shown_id_of
 from agentcore.engine.call_limits import refusal_of
@@ -123,6 +124,7 @@ class ToolRound(Decisions):
         step = op["step"]
         runnable: list[tuple[dict[str, Any], AgentTool, dict[str, Any], str]] = []
         settled: list[tuple[dict[str, Any], ToolResult, str]] = []
+        recovered: dict[str, str] = {}  # display id -> "rerun" | "interrupted": settled after a resume
         intents = Commit()
         for call in batch:
             key = call_key(self.request_id, step, call["index"])
@@ -138,9 +140,11 @@ class ToolRound(Decisions):
                 # Started before a crash, never settled (D2).
                 if tool is not None and intent.get("replay") == "safe" and tool.replay == "safe":
                     runnable.append((call, tool, intent["arguments"], display_id))
+                    recovered[display_id] = "rerun"
                 else:
                     environment = execution_env(cfg.tool_context(display_id, self.abort))
                     settled.append((call, await interrupted_result(intent, environment), display_id))
+                    recovered[display_id] = "interrupted"
                 continue
             if tool is None:
                 settled.append((call, ToolResult.text(f"Unknown tool {call['name']!r}.", is_error=True), display_id))
@@ -184,6 +188,7 @@ class ToolRound(Decisions):
                         "replay": tool.replay,
                         "id": call["id"],
                         "call_token": new_call_token(),  # recovery reaps processes the call left
+                        "at_ms": self.log.now_ms(),
                     },
                 )
             )
@@ -191,9 +196,12 @@ class ToolRound(Decisions):
         if not intents.is_empty():
             self.log.commit(intents)
         starts: dict[str, float] = {}
+        started_ms: dict[str, int] = {}  # wall clock, committed with each result (Trace)
+        ended_ms: dict[str, int] = {}
         spans: dict[str, Span] = {}
         for call, _tool, arguments, display_id in runnable:
             starts[display_id] = self.clock()
+            started_ms[display_id] = self.log.now_ms()
             if self.tracer is not None and self.op_span is not None:
                 spans[display_id] = self.tracer.tool(
                     self.op_span, name=call["name"], call_id=display_id, arguments=arguments
@@ -209,7 +217,7 @@ class ToolRound(Decisions):
             if isinstance(tool, NestingTool):
                 runner = runners[id(call)] = self._nested_calls(op, cfg, call, display_id)
                 tool = _bound(tool, runner)
-            calls_running.append(execute_call(tool, arguments, ctx))
+            calls_running.append(_timed(execute_call(tool, arguments, ctx), ended_ms, display_id, self.log.now_ms))
         work = asyncio.gather(*calls_running) if len(calls_running) != 1 else asyncio.ensure_future(calls_running[0])
         try:
             async for update in updates.until_done(work):
@@ -251,7 +259,8 @@ class ToolRound(Decisions):
             if nested is not None:  # the execution log's end record and stored values, with the result
                 commit.entries.extend(nested.settlement.entries)
                 commit.registers.extend(nested.settlement.registers)
-            commit.entries.append(self.log.message_entry(message, self.request_id, call_key=key))
+            timing = _result_timing(display_id, started_ms, ended_ms, recovered, op, key, self.log.now_ms)
+            commit.entries.append(self.log.message_entry(message, self.request_id, call_key=key, **timing))
             if display_id in spans and self.tracer is not None:
                 content = {"gen_ai__tool__call__result": message.text[:16_384]} if self.tracer.capture_content else {}
                 spans.pop(display_id).end(error=message.text[:200] if result.is_error else None, **content)
@@ -334,8 +343,9 @@ class ToolRound(Decisions):
             if isinstance(prepared, ToolResult):
                 continue
             key = call_key(self.request_id, step, call["index"])
-            payload = {"call_key": key, "name": tool.name, "arguments": prepared, "replay": tool.replay}
+            payload: dict[str, Any] = {"call_key": key, "name": tool.name, "arguments": prepared, "replay": tool.replay}
             payload["id"] = call["id"]
+            payload["at_ms"] = self.log.now_ms()
             if tool.replay != "safe":
                 payload["call_token"] = new_call_token()  # recovery reaps processes the call left
             entries.append(self.log.entry("tool_intent", payload))
@@ -408,6 +418,38 @@ class _Updates:
             self._waiter = None
         while self._items:
             yield self._items.popleft()
+
+
+async def _timed(work: Awaitable[ToolResult], ended: dict[str, int], key: str, clock: WallClock) -> ToolResult:
+    """``work``'s result, noting when it finished: calls of a batch run concurrently and are
+    committed together, but each keeps its own end time."""
+    try:
+        return await work
+    finally:
+        ended[key] = clock()
+
+
+def _result_timing(
+    display_id: str,
+    started: dict[str, int],
+    ended: dict[str, int],
+    recovered: dict[str, str],
+    op: dict[str, Any],
+    key: str,
+    clock: WallClock,
+) -> dict[str, Any]:
+    """What a tool result entry records for the Trace: when the call ran (no ``started_ms`` when
+    it never ran: refused or answered "interrupted"), whether a resume settled it, and the wait
+    for a person's approval before it."""
+    timing: dict[str, Any] = {"ended_ms": ended[display_id] if display_id in ended else clock()}
+    if display_id in started:
+        timing["started_ms"] = started[display_id]
+    if display_id in recovered:
+        timing["recovery"] = recovered[display_id]
+    approval = (op.get("approvals") or {}).get(key)
+    if approval and approval.get("wait"):
+        timing["wait"] = approval["wait"]
+    return timing
 
 
 def _bound(tool: NestingTool, runner: NestedCalls) -> AgentTool:

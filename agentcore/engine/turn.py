@@ -35,7 +35,7 @@ from agentcore.engine.retry import (
     lost_call_prompt,
 )
 from agentcore.engine.tool_round import ToolRound
-from agentcore.engine.usage import usage_payload
+from agentcore.engine.usage import AttemptTiming, usage_payload
 from agentcore.errors import MODEL_ERROR
 from agentcore.events import (
     AgentEvent,
@@ -115,17 +115,20 @@ class CompactionStep(EngineBase):
                 self.log.commit(Commit(registers=[self.log.set_op(done)]))
             return
         yield CompactionEvent(phase="start", auto=auto)
+        started_ms = self.log.now_ms()
         attempts: list[AgentEvent] = []
         counter = len([k for k in self.log.usage if k.startswith(f"{self.request_id}:compact:")])
         span = self.tracer.compaction(self.op_span, auto=auto) if self.tracer and self.op_span else None
         mark = time.time_ns()
 
-        async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None) -> None:
+        async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None, timing: AttemptTiming) -> None:
             nonlocal counter, mark
             record_id = f"{self.request_id}:compact:{counter}"
             counter += 1
-            payload = usage_payload(message, self.request_id, ok=failure is None)
-            payload["purpose"] = "compaction"
+            payload = usage_payload(message, self.request_id, ok=failure is None, timing=timing)
+            payload.update(purpose="compaction", auto=auto, step=op["step"], compaction_started_ms=started_ms)
+            if failure is not None:
+                payload["error"] = {"kind": failure.kind, "message": failure.message}
             self.log.commit(Commit(usage=[self.log.usage_row(record_id, payload)]))
             if span is not None and self.tracer is not None:  # requests run one after another
                 chat = self.tracer.chat(
@@ -143,7 +146,13 @@ class CompactionStep(EngineBase):
                 attempts.append(event)
 
         outcome = await summarize(
-            plan, cfg.provider, cfg.model, abort=self.abort, max_tokens=max_tokens, on_attempt=on_attempt
+            plan,
+            cfg.provider,
+            cfg.model,
+            abort=self.abort,
+            max_tokens=max_tokens,
+            on_attempt=on_attempt,
+            clock=self.log.now_ms,
         )
         for event in attempts:
             yield event
@@ -166,6 +175,10 @@ class CompactionStep(EngineBase):
                 "keep_from_entry": keep_from,
                 "auto": auto,
                 "summarized": len(plan.to_summarize),
+                "op": self.request_id,
+                "step": op["step"],
+                "started_ms": started_ms,
+                "ended_ms": self.log.now_ms(),
             },
         )
         commit = Commit(entries=[entry])
@@ -197,6 +210,7 @@ class TurnEngine(ToolRound, CompactionStep):
         if marker is not None and op is not None and op["request_id"] == self.request_id:
             yield self.finish_aborted(op, str(marker.get("reason") or "the run was cancelled"))
             return
+        self._note_resume()
         watcher = asyncio.ensure_future(self.watch_cancel())
         if self.tracer is not None:
             log = self.log
@@ -230,6 +244,26 @@ class TurnEngine(ToolRound, CompactionStep):
             for message, op, synthetic in zip(log.messages, log.message_ops, log.message_synthetic, strict=False)
             if op == self.request_id and not synthetic and isinstance(message, UserMessage)
         ]
+
+    def _note_resume(self) -> None:
+        """Driving an operation another owner wrote last is a resume (a crash, a close, a
+        failover): a ``resume`` entry records when, by which owner, and the program counter's
+        last write before it (``since_ms``), so the Trace shows the gap. Written once per owner:
+        the same commit stamps the program counter with this owner."""
+        op = self.log.op
+        if op is None or op["request_id"] != self.request_id or op.get("owner") == self.log.owner_id:
+            return
+        payload = {
+            "op": self.request_id,
+            "at_ms": self.log.now_ms(),
+            "owner_id": self.log.owner_id,
+            "previous_owner": op.get("owner"),
+            "since_ms": op.get("at_ms"),
+            "phase": op.get("phase"),
+            "step": op.get("step"),
+            "attempt": op.get("attempt"),
+        }
+        self.log.commit(Commit(entries=[self.log.entry("resume", payload)], registers=[self.log.set_op(op)]))
 
     async def _drive(self, recovering: bool) -> AsyncIterator[AgentEvent]:
         if recovering:
@@ -345,11 +379,13 @@ class TurnEngine(ToolRound, CompactionStep):
         streamed_chars = 0
         end: StreamEnd | None = None
         started = self.clock() if span is not None else None
+        timing = AttemptTiming(self.log.now_ms())
         stream = with_ticks(cfg.provider.stream(request, self.abort), buffer.deadline, self.clock)
         async for event in stream:
-            if span is not None and started is not None and isinstance(event, _CHUNKS):
-                span.set(gen_ai__response__time_to_first_chunk=self.clock() - started)
-                started = None
+            if timing.first_token_ms is None and isinstance(event, _CHUNKS):
+                timing.first_token_ms = self.log.now_ms()
+                if span is not None and started is not None:
+                    span.set(gen_ai__response__time_to_first_chunk=self.clock() - started)
             if event is None:  # the flush window passed while the provider was quiet
                 pass
             elif isinstance(event, TextDelta):
@@ -373,6 +409,7 @@ class TurnEngine(ToolRound, CompactionStep):
                 continue
             if buffer.due():
                 fragments = buffer.drain(self.request_id)
+                timing.stamp(fragments, self.log.now_ms())
                 self.log.commit(Commit(entries=[self.log.entry("fragment", f) for f in fragments]))
                 for item in pending:
                     yield item
@@ -381,11 +418,12 @@ class TurnEngine(ToolRound, CompactionStep):
                 if meter:
                     yield meter
         await stream.aclose()
+        timing.ended_ms = self.log.now_ms()
         if end is None:  # pragma: no cover - adapters always end with StreamEnd
             end = StreamEnd(AssistantMessage([], stop_reason="error"), None)
         message = end.message
         # Everything received is settled below in one transaction with the next state.
-        async for settled in self._settle_response(op, cfg, message, end, pending, span):
+        async for settled in self._settle_response(op, cfg, message, end, pending, span, timing):
             yield settled
 
     async def _settle_response(
@@ -396,17 +434,27 @@ class TurnEngine(ToolRound, CompactionStep):
         end: StreamEnd,
         pending: list[AgentEvent],
         span: Span | None = None,
+        timing: AttemptTiming | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Commit the response, its usage row and the next program-counter state together.
 
         This is the one place that decides what a finished stream means: next tool round,
         a continuation (length / lost call / dropped after content), a retry, or the end.
+        The usage row also records the attempt for the Trace: its timing, step and attempt,
+        the context it was sent (the last message entry) and the entry it produced, its failure
+        and the retry or continuation it led to.
         """
         step = op["step"]
         record_id = f"{self.request_id}:{step}:{op['attempt']}"
         budgets = Budgets(**op["budgets"])
         failure = end.failure
-        usage_row = self.log.usage_row(record_id, usage_payload(message, self.request_id, ok=failure is None))
+        payload = usage_payload(message, self.request_id, ok=failure is None, timing=timing)
+        payload.update(step=step, attempt=op["attempt"])
+        if self.log.message_entry_ids:
+            payload["context_entry"] = self.log.message_entry_ids[-1]
+        if failure is not None:
+            payload["error"] = {"kind": failure.kind, "message": failure.message}
+        usage_row = self.log.usage_row(record_id, payload)
         commit = Commit(usage=[usage_row])
         final: RunEndEvent | None = None
         retry: RetryEvent | None = None
@@ -423,6 +471,7 @@ class TurnEngine(ToolRound, CompactionStep):
             calls = message.tool_calls
             entry = self.log.message_entry(message, self.request_id, settles_fragments=True)
             commit.entries.append(entry)
+            payload["response_entry"] = entry.id
             if calls:
                 budgets.reset()
                 tool_calls = [
@@ -494,7 +543,9 @@ class TurnEngine(ToolRound, CompactionStep):
                     usage=message.usage,
                     error_message=failure.message,
                 )
-                commit.entries.append(self.log.message_entry(partial, self.request_id, settles_fragments=True))
+                partial_entry = self.log.message_entry(partial, self.request_id, settles_fragments=True)
+                commit.entries.append(partial_entry)
+                payload["response_entry"] = partial_entry.id
             if failure.kind == "cancelled":
                 final = self.finish_aborted(op, "the run was cancelled", commit=commit)
             elif failure.kind == "overflow" and cfg.compaction.enabled and not op.get("overflow_compacted"):
@@ -528,6 +579,14 @@ class TurnEngine(ToolRound, CompactionStep):
                     )
 
         if final is None:
+            if retry is not None:
+                payload["retry"] = {
+                    "kind": retry.kind,
+                    "reason": retry.reason,
+                    "attempt": retry.attempt,
+                    "max_attempts": retry.max_attempts,
+                    "delay_s": retry.delay_s,
+                }
             self.log.commit(commit)
         if span is not None:
             usage = dict(usage_row.payload, record_id=record_id)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentcore.clock import WallClock, system_clock
 from agentcore.errors import STORE_INVALID, StoreError
 from agentcore.harness.storage import (
     AgentStorage,
@@ -79,8 +80,9 @@ class Fragment:
 class StoreView:
     """What one open store holds, shared by all its conversations."""
 
-    def __init__(self, storage: AgentStorage, state: StoreState) -> None:
+    def __init__(self, storage: AgentStorage, state: StoreState, clock: WallClock = system_clock) -> None:
         self.storage = storage
+        self.clock = clock  # the one wall clock of every time a commit records (``agentcore.clock``)
         self.owner_id = state.owner_id
         self.fence = state.fence
         self.last_seq = state.last_seq
@@ -94,10 +96,17 @@ class StoreView:
         self._entries: dict[str, list[Entry]] | None = _by_conversation(state.entries)
 
     @classmethod
-    def open(cls, storage: AgentStorage, state: StoreState, conversations: Iterable[str] = ()) -> StoreView:
+    def open(
+        cls,
+        storage: AgentStorage,
+        state: StoreState,
+        conversations: Iterable[str] = (),
+        *,
+        clock: WallClock = system_clock,
+    ) -> StoreView:
         """A view with a log for each of ``conversations`` plus every conversation the session
         protocol registered; the loaded entries are dropped afterwards."""
-        view = cls(storage, state)
+        view = cls(storage, state, clock)
         wanted = {*conversations, *(key[len("conv:") :] for key in view.registers if key.startswith("conv:"))}
         for conversation_id in sorted(wanted):
             view.log(conversation_id)
@@ -302,9 +311,11 @@ class ConversationLog:
     _built: dict[str, Message] = field(default_factory=dict)  # messages of entries not yet committed
 
     @classmethod
-    def load(cls, storage: AgentStorage, state: StoreState, conversation_id: str) -> ConversationLog:
+    def load(
+        cls, storage: AgentStorage, state: StoreState, conversation_id: str, *, clock: WallClock = system_clock
+    ) -> ConversationLog:
         """A log over a fresh view of ``state`` (one-off users: offline cancel, hosted runs)."""
-        return StoreView.open(storage, state, [conversation_id]).log(conversation_id)
+        return StoreView.open(storage, state, [conversation_id], clock=clock).log(conversation_id)
 
     # --- shared store state (through the view) ------------------------------------------
 
@@ -331,6 +342,10 @@ class ConversationLog:
     @property
     def faulted(self) -> StoreError | None:
         return self.view.faulted
+
+    def now_ms(self) -> int:
+        """The store view's wall clock (epoch ms): what every timing field is read from."""
+        return self.view.clock()
 
     # --- reading ---------------------------------------------------------------------
 
@@ -369,7 +384,13 @@ class ConversationLog:
         return entry
 
     def set_op(self, value: dict[str, Any] | None) -> RegisterWrite:
-        """A CAS write of the operation register against the seq we last saw."""
+        """A CAS write of the operation register against the seq we last saw.
+
+        Each write is stamped with the writing owner and the time (``owner``, ``at_ms``): an
+        engine that finds another owner's stamp is resuming the operation (a crash, a close, a
+        failover) and records when, and the gap since the last write, in a ``resume`` entry."""
+        if value is not None:
+            value = {**value, "owner": self.owner_id, "at_ms": self.view.clock()}
         return RegisterWrite(op_key(self.conversation_id), value, expected_seq=self.op_seq())
 
     def receipt(self, request_id: str, payload: dict[str, Any]) -> Receipt:

@@ -146,6 +146,11 @@ class SqliteStorage:
                 raise StoreError(STORE_INVALID, f"{path}: {exc}", details={"path": str(path)}) from exc
             raise
 
+    @property
+    def path(self) -> Path:
+        """The store file (its real path): what a read-only reader such as the Trace opens."""
+        return self._file
+
     # -- AgentStorage --------------------------------------------------------------------
 
     def load(self) -> StoreState:

@@ -125,6 +125,7 @@ class Children:
             tools=tools,
             label=str(arguments["task"])[:80],
             owner_call=conversation_id.rsplit("/", 1)[-1],
+            owner_request=parent_op.get("request_id"),  # the turn whose call made it (Trace)
         )
         log = driver.view.new_log(conversation_id)
         settings = dict(parent_op.get("settings") or {})

@@ -9,7 +9,6 @@ half-made fork or child.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -110,7 +109,7 @@ class Contexts:
             "parent_target_id": parent.target_id,
             "base": base,
             "deleted": False,
-            "created_ms": int(time.time() * 1000),
+            "created_ms": self.view.clock(),
             **extra,
         }
         writes = [

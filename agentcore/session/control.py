@@ -17,7 +17,7 @@ from agentcore.context.compaction import CompactionPlan, plan_compaction, summar
 from agentcore.engine.base import TurnConfig
 from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
 from agentcore.engine.operations import apply_resume, start_op
-from agentcore.engine.usage import usage_payload
+from agentcore.engine.usage import AttemptTiming, usage_payload
 from agentcore.errors import REQUEST_CONFLICT, UNKNOWN_TASK, VERSION_CONFLICT, AgentError, InputValidationError
 from agentcore.harness.projection import ConversationLog
 from agentcore.harness.storage import Commit, Receipt, RegisterWrite, TaskRow
@@ -122,7 +122,6 @@ class ControlHandlers:
             }
             extra = {"input_id": command.request_id}
             start_op(log, op, prompt=command.prompt, images=images, receipt=payload, message_extra=extra)
-            driver._fresh.add(command.request_id)
             return receipt
         mode = "steer" if command.mode == "steer" else "follow_up"
         receipt = self._receipt(command, "queued", input_id=command.request_id, mode=mode)
@@ -380,6 +379,7 @@ class ControlHandlers:
                 "instructions": command.instructions,
                 "target_id": target.target_id,
                 "generation": log.compaction_generation,
+                "created_ms": log.now_ms(),
             },
         )
         receipt = self._receipt(command, "started", task_id=task_id)
@@ -414,6 +414,7 @@ class ControlHandlers:
             "auto": True,
             "generation": log.compaction_generation,
             "target_id": target.target_id,
+            "created_ms": log.now_ms(),
         }
         log.commit(Commit(tasks=[TaskRow(task_id, target.conversation_id, payload)]))
         self.start_compaction(target, task_id)
@@ -461,10 +462,12 @@ class ControlHandlers:
             return
         counter = 0
 
-        async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None) -> None:
+        async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None, timing: AttemptTiming) -> None:
             nonlocal counter
-            payload = usage_payload(message, task_id, ok=failure is None)
-            payload["purpose"] = "compaction"
+            payload = usage_payload(message, task_id, ok=failure is None, timing=timing)
+            payload.update(purpose="compaction", auto=True, background=True)
+            if failure is not None:
+                payload["error"] = {"kind": failure.kind, "message": failure.message}
             log.commit(Commit(usage=[log.usage_row(f"{task_id}:{counter}", payload)]))
             counter += 1
 
@@ -476,6 +479,7 @@ class ControlHandlers:
             max_tokens=max_tokens,
             on_attempt=on_attempt,
             instructions=row.payload.get("instructions"),
+            clock=log.now_ms,
         )
         if abort.is_set():
             self._finish_compaction(task_id, "aborted", error="cancelled")
@@ -512,6 +516,9 @@ class ControlHandlers:
                     "auto": True,
                     "background": True,
                     "summarized": state["count"],
+                    "task_id": task_id,
+                    "started_ms": row.payload.get("created_ms"),
+                    "ended_ms": log.now_ms(),
                 },
             )
             self._finish_compaction(task_id, "completed", entries=[entry])
@@ -521,8 +528,8 @@ class ControlHandlers:
     ) -> None:
         driver = self.driver
         row = driver.view.tasks[task_id]
-        payload = dict(row.payload, status=status, error=error, note=note)
         log = driver.view.log(row.conversation_id)
+        payload = dict(row.payload, status=status, error=error, note=note, ended_ms=log.now_ms())
         log.commit(Commit(entries=list(entries or []), tasks=[TaskRow(task_id, row.conversation_id, payload)]))
         self._compactions.pop(task_id, None)
 

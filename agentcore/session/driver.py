@@ -86,7 +86,6 @@ class SessionDriver:
         self._bus: asyncio.Queue[object] = asyncio.Queue()
         self._activities: dict[str, asyncio.Task[None]] = {}
         self._running: dict[str, _Running] = {}
-        self._fresh: set[str] = set()  # request ids this owner started (not recoveries)
         self._leases = 0
         self._serving = False
         self._stop_serving = asyncio.Event()
@@ -183,7 +182,6 @@ class SessionDriver:
             raise InputValidationError("prompt is empty and no images are attached", field="prompt")
         if op is None and not input_queue.read_queue(self.view, log.conversation_id):
             start_op(log, op_value, prompt=input.prompt, images=images, receipt=_running_receipt(digest))
-            self._fresh.add(request_id)
         else:  # busy: the input waits its turn (a session never supersedes accepted work)
             self.enqueue(log, request_id, input.prompt, images, mode="follow_up", receipt={"input_hash": digest})
         return []
@@ -319,8 +317,9 @@ class SessionDriver:
         running = self._running[context.conversation_id] = _Running(asyncio.Event(), request_id)
         if log.cancel_marker is not None:
             running.abort.set()
-        recovering = op.get("phase") == "model" and request_id not in self._fresh
-        self._fresh.add(request_id)
+        # A model request another owner wrote last was in flight when it stopped (a crash, a
+        # close): a recovery. One this owner started (a new input, a subagent) is not.
+        recovering = op.get("phase") == "model" and op.get("owner") != self.view.owner_id
         engine = self.engine(log, request_id, running.abort, context)
         try:
             async for event in engine.drive(recovering=recovering):
@@ -455,7 +454,7 @@ class SessionDriver:
         items.append(item)
         commit = commit or Commit()
         commit.registers.append(input_queue.write_queue(self.view, log.conversation_id, items))
-        commit.receipts.append(log.receipt(input_id, dict(receipt, status="queued", mode=mode)))
+        commit.receipts.append(log.receipt(input_id, dict(receipt, status="queued", mode=mode, queued_ms=log.now_ms())))
         log.commit(commit)
 
     def start_next(self, context: Context) -> bool:
@@ -482,7 +481,6 @@ class SessionDriver:
         if item["kind"] == "delivery":
             extra["synthetic"] = True
         start_op(log, op, prompt=item["prompt"], images=images, receipt=payload, commit=commit, message_extra=extra)
-        self._fresh.add(item["input_id"])
         return True
 
     def apply_reset(self, log: ConversationLog, handoff: str | None, commit: Commit | None = None) -> None:

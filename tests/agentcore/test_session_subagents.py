@@ -135,3 +135,15 @@ async def test_subagent_without_the_option_is_not_offered(make_agent, fake_serve
     agent = await make_agent(COMPLETIONS, session={})
     await run_with(agent, "hi")
     assert "subagent" not in offered_tools(fake_server.requests[0])
+
+
+async def test_a_subagents_first_request_is_not_a_recovery(make_agent, fake_server) -> None:
+    """S5/L6: a child the parent's call just started is driven as a new request, not as one
+    resumed after a restart: no ``recovery`` retry event, no connection-budget attempt spent,
+    its first request is attempt 0."""
+    fake_server.enqueue([ToolCall("subagent", {"task": CHILD_TASK}, id="d1")], [Text("child done")], [Text("ok")])
+    agent = await make_agent(COMPLETIONS, session={"subagents": {"tools": ["ls"]}})
+    events = await run_with(agent, {"prompt": "delegate", "request_id": "r"})
+    assert [e for e in events if e.type == "retry"] == []
+    child_rows = [row.record_id for row in agent.log.storage.load().usage if "/sub/" in row.record_id]
+    assert len(child_rows) == 1 and child_rows[0].endswith(":task:0:0")

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agentcore import AgentInput, create_agent
@@ -45,16 +47,21 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield base
 
 
-def phoenix_spans(base: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(f"{base}/v1/projects/default/spans?limit=1000", timeout=10) as response:
-        return list(json.load(response)["data"])
+def phoenix_spans(base: str, project: str = "default") -> list[dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"{base}/v1/projects/{project}/spans?limit=1000", timeout=10) as response:
+            return list(json.load(response)["data"])
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:  # the project exists once its first span is stored
+            return []
+        raise
 
 
-def until_spans(base: str, count: int) -> list[dict[str, Any]]:
+def until_spans(base: str, count: int, project: str = "default") -> list[dict[str, Any]]:
     """Phoenix ingests asynchronously: read its API until ``count`` spans are stored (bounded)."""
     waiter = threading.Event()
     for _ in range(300):
-        spans = phoenix_spans(base)
+        spans = phoenix_spans(base, project)
         if len(spans) >= count:
             return spans
         waiter.wait(0.1)  # a pause between reads of the real condition, bounded by the loop
@@ -119,3 +126,67 @@ async def test_each_run_is_its_own_trace_with_prompts_model_tokens_and_tools(
         (tool,) = [s for s in trace if s["span_kind"] == "TOOL"]
         assert tool["attributes"]["tool.name"] == "ls" and "README.md" in tool["attributes"]["output.value"]
         assert agent_span["attributes"]["llm.output_messages.0.message.content"] == f"the {run} answer"
+
+
+async def test_an_exported_store_trace_imports_with_its_tree_kinds_and_tokens(
+    phoenix: str, fake_server: Any, tmp_path: Path
+) -> None:
+    """W11 (issue 26): a store's trace exported as OTLP/JSON (``agentcore.trace.otlp_document``),
+    turned into the protobuf request an OTLP/JSON receiver makes of it (Phoenix takes only
+    protobuf), is accepted: every span stored, one trace, every parent present, classified
+    AGENT / LLM / TOOL, with the tokens Phoenix reads from the GenAI usage attributes."""
+    from agentcore import build_trace, otlp_document
+    from agentcore.testing.steps import HttpError
+    from tests.agentcore.test_trace_export import parsed
+
+    db = tmp_path / "exported.sqlite"
+    fake_server.enqueue(
+        [ToolCall("ls", {"path": "."}, id="c1"), Usage(input=100, output=10, cached_input=40)],
+        [HttpError(503, "busy")],
+        [ToolCall("codemode", {"code": "await tools.ls({}); return 2"}, id="k1")],
+        [Text("done"), Usage(input=120, output=4)],
+    )
+    agent = await create_agent(
+        provider="fake",
+        model="fake-model",
+        base_url=fake_server.base_url,
+        api_key="k",
+        api_kind="openai-completions",
+        database_path=str(db),
+        workdir=str(tmp_path),
+        session={"code_mode": {}},
+        tracing=False,
+        sleep=_no_sleep,
+    )
+    try:
+        [e async for e in agent.run(AgentInput(prompt="go", request_id="exported"))]
+    finally:
+        await agent.close()
+    project = "agentcore-trace-export"
+    document = otlp_document(build_trace(db), resource_attributes={"openinference.project.name": project})
+    exported = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    async with httpx.AsyncClient(timeout=10) as client:
+        body = parsed(document).SerializeToString()
+        headers = {"Content-Type": "application/x-protobuf"}
+        posted = await client.post(f"{phoenix}/v1/traces", content=body, headers=headers)
+    assert posted.status_code == 200, posted.text
+    spans = until_spans(phoenix, len(exported), project=project)
+    assert len(spans) == len(exported) == 9
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    ids = {s["context"]["span_id"] for s in spans}
+    assert all(s["parent_id"] in ids for s in spans if s["parent_id"])
+    kinds = {s["name"]: s["span_kind"] for s in spans}
+    assert (kinds["invoke_agent agentcore"], kinds["chat fake-model"], kinds["execute_tool ls"]) == (
+        "AGENT",
+        "LLM",
+        "TOOL",
+    )
+    first = min((s for s in spans if s["name"] == "chat fake-model"), key=lambda s: s["start_time"])
+    assert (first["attributes"]["llm.token_count.prompt"], first["attributes"]["llm.token_count.completion"]) == (
+        140,
+        10,
+    )
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None

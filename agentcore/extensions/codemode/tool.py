@@ -183,7 +183,7 @@ class ScriptRun:
                     sandbox=sandbox_id,
                     store_sha=store_sha,
                     seed=secrets.randbits(32),
-                    clock_ms=int(time.time() * 1000),
+                    clock_ms=self.calls.now_ms(),
                 )
             )
         self.timeout_ms = int(header["limits"]["timeout_ms"])

@@ -13,8 +13,9 @@ import asyncio
 from typing import Any
 
 from agentcore.errors import InputValidationError
+from agentcore.extensions.tasks.history import TERMINAL, with_history
 from agentcore.extensions.tasks.phase_state import read_terminal
-from agentcore.extensions.tasks.runner import TERMINAL, PhaseContext, TaskChild, TaskHandle, now_ms
+from agentcore.extensions.tasks.runner import PhaseContext, TaskChild, TaskHandle
 from agentcore.harness.projection import StoreView
 from agentcore.harness.storage import Commit, TaskRow
 
@@ -25,7 +26,7 @@ class _OfflineRuntime:
         self.task_id = task_id
 
     def now_ms(self) -> int:
-        return now_ms()
+        return self._tasks.view.clock()
 
     async def commit(self, fn: Any, context: PhaseContext) -> None:
         """Only a terminal outcome, checked like a live one (``phase_state``)."""
@@ -64,15 +65,17 @@ class OfflineTasks:
 
     def end(self, task_id: str, status: str, *, result: Any = None, error: str | None = None) -> None:
         row = self.view.tasks[task_id]
-        payload = {
+        at = self.view.clock()
+        after = {
             **row.payload,
             "status": status,
             "outcome": {"status": status, "result": result},
             "error": error,
             "stopping": False,
             "wake_at": None,
-            "updated_ms": now_ms(),
+            "updated_ms": at,
         }
+        payload = with_history(row.payload, after, at)
         self.view.commit(Commit(tasks=[TaskRow(task_id, row.conversation_id, payload)]))
 
     @staticmethod

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ from agentcore.engine.retry import abortable_sleep
 from agentcore.errors import InputValidationError
 from agentcore.events import AgentEvent
 from agentcore.extensions.tasks.definitions import AgentTaskDefinition
+from agentcore.extensions.tasks.history import TERMINAL, with_history
 from agentcore.extensions.tasks.hooks import HookRunner
 from agentcore.extensions.tasks.phase_state import (
     MAX_VALUE_BYTES,
@@ -55,16 +55,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentcore.tasks")
 
-TERMINAL = frozenset({"completed", "failed", "aborted", "orphaned"})
 ABORT_GRACE_S = 5.0
 
 
 class TaskCancelled(Exception):
     """Raised inside a phase whose task is being cancelled (from ``sleep`` or ``commit``)."""
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)
@@ -147,7 +142,7 @@ class TaskRuntime:
         self.definition = definition
 
     def now_ms(self) -> int:
-        return now_ms()
+        return self._scheduler.now_ms()
 
     async def commit(self, fn: Any, context: PhaseContext) -> None:
         self._scheduler.commit_state(self.task_id, fn, context, self.definition)
@@ -173,6 +168,7 @@ class TaskScheduler(BaseExtension):
         self._running: dict[str, _Running] = {}
         self._cancelling: set[str] = set()
         self._terminal_waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self._resumed: dict[str, dict[str, Any]] = {}  # task id -> its resume event, for the next write
         self.hooks = HookRunner(driver, registry)
         self._unsubscribe = registry.subscribe(lambda _snapshot: self._on_publish())
 
@@ -304,7 +300,7 @@ class TaskScheduler(BaseExtension):
         except Exception as exc:
             raise InputValidationError(f"task {definition.name!r} rejected its input: {exc}", field="input") from exc
         check_strict_json(checkpoint, "checkpoint", limit=MAX_VALUE_BYTES)
-        stamp = now_ms()
+        stamp = self.now_ms()
         payload = {
             "kind": "task",
             "name": definition.name,
@@ -326,12 +322,22 @@ class TaskScheduler(BaseExtension):
             "error": None,
             "blocked_reason": None,
             "stopping": False,
+            "owner": self.driver.view.owner_id,
         }
+        payload = with_history({}, payload, stamp)
         return TaskRow(f"task-{uuid.uuid4().hex[:16]}", conversation_id, payload)
 
+    def now_ms(self) -> int:
+        """The store view's wall clock: the task's times and its sleeps' wake times use it."""
+        return self.driver.view.clock()
+
     def _write(self, row: TaskRow, extra: list[TaskRow] | None = None, **changes: Any) -> TaskRow:
-        """Commit ``changes`` to ``row`` (and ``extra`` rows) in one transaction."""
-        updated = TaskRow(row.task_id, row.conversation_id, {**row.payload, **changes, "updated_ms": now_ms()})
+        """Commit ``changes`` to ``row`` (and ``extra`` rows) in one transaction; the row's
+        ``history`` gains the write's event (``history.with_history``)."""
+        at = self.now_ms()
+        after = {**row.payload, **changes, "updated_ms": at, "owner": self.driver.view.owner_id}
+        payload = with_history(row.payload, after, at, resumed=self._resumed.pop(row.task_id, None))
+        updated = TaskRow(row.task_id, row.conversation_id, payload)
         self.driver.view.log(row.conversation_id).commit(Commit(tasks=[updated, *(extra or [])]))
         self._emit_task(updated)
         return updated
@@ -385,6 +391,10 @@ class TaskScheduler(BaseExtension):
         return definition
 
     def _schedule(self, row: TaskRow) -> None:
+        owner = self.driver.view.owner_id
+        if row.payload.get("owner") != owner and row.task_id not in self._resumed:
+            # Another owner ran it last (a restart, a failover): its next write records the resume.
+            self._resumed[row.task_id] = {"at_ms": self.now_ms(), "event": "resumed", "owner_id": owner}
         definition = self._definition_for(row)
         if isinstance(definition, str):
             if row.payload.get("status") != "blocked" or row.payload.get("blocked_reason") != definition:
@@ -469,7 +479,7 @@ class TaskScheduler(BaseExtension):
         row = self.row(task_id)
         if row.payload.get("wake_at") != wake_at:
             self._write(row, wake_at=wake_at)  # shown in the Trace; the phase re-asks after a crash
-        while (remaining := wake_at - now_ms()) > 0:
+        while (remaining := wake_at - self.now_ms()) > 0:
             if await abortable_sleep(remaining / 1000, context.abort, self.driver.runtime.sleep):
                 raise TaskCancelled(f"task {task_id} was cancelled while sleeping")
             if self.driver.runtime.sleep is not asyncio.sleep:
