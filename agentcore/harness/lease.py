@@ -6,7 +6,8 @@ dies, so a SIGKILLed owner never blocks the next one:
 - the **store-file lock** (``StoreFileLock``) is taken on the database file itself, so it is
   keyed on the file's identity (device + inode), not on a name: the path the store was created
   under, a symlink, a hard link or a bind mount all meet the same lock. This is the lock that
-  makes an owner; export and import take it too.
+  makes an owner; export and import take it too. A file with several hard links is refused
+  here: the lock would cover every name, but SQLite's write-ahead log belongs to one name.
 - the **path lock** (``OwnerLease.acquire``) on the sidecar ``<realpath>.lock`` serialises the
   *creation* of a store at a path (a file that does not exist yet cannot be locked) and records
   the holder's pid for the next opener's message. An owner holds both for its whole life.
@@ -102,6 +103,9 @@ class StoreFileLock:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     raise _locked(path, _flock_holder(identity), "held by another process") from None
+                names = os.fstat(fd).st_nlink  # under the lock: an import's link-then-unlink is over
+                if names > 1:
+                    raise _several_names(path, names)
                 lock = cls(path, identity, fd)
                 _held[identity] = _Held(lock)
                 return lock
@@ -210,6 +214,19 @@ def _locked(path: Path, holder: int | None, where: str) -> StoreError:
         STORE_LOCKED,
         f"{path}: the store is already open by another owner (pid {holder or 'unknown'}; the same file is {where})",
         details={"holder_pid": holder, "path": str(path)},
+    )
+
+
+def _several_names(path: Path, names: int) -> StoreError:
+    """A store file with hard links: SQLite keeps the write-ahead log next to the *name* it opens,
+    so an owner killed before a checkpoint leaves committed transactions in ``<name>-wal`` that an
+    opener through another name never sees (and a write there would fork the store)."""
+    return StoreError(
+        STORE_INVALID,
+        f"{path}: the store file has {names} names (hard links); SQLite keeps its write-ahead log next to "
+        "the name it is opened by, so a store reached by several names can lose committed work — remove "
+        "the extra links (a symlink is fine)",
+        details={"path": str(path), "links": names},
     )
 
 

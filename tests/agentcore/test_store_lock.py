@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcore.errors import STORE_FENCED, STORE_LOCKED, StoreError
+from agentcore.errors import STORE_FENCED, STORE_INVALID, STORE_LOCKED, StoreError
 from agentcore.harness import (
     Commit,
     Entry,
@@ -132,6 +132,7 @@ def test_an_alias_of_an_open_store_is_refused_and_the_owner_keeps_writing(
     assert owner.commit(Commit(entries=[Entry("e1", "main", "e0", "message", {"n": 1})])) == 2  # not fenced
     assert [e.id for e in owner.load().entries] == ["e0", "e1"]
     owner.close()
+    alias = unless_hard_linked(db, alias)
     again = open_store(alias)  # free again once the owner closed, under any name
     state = again.load()
     assert [e.id for e in state.entries] == ["e0", "e1"]
@@ -139,9 +140,43 @@ def test_an_alias_of_an_open_store_is_refused_and_the_owner_keeps_writing(
     again.close()
 
 
-@pytest.mark.parametrize("make_alias", [symlink, hard_link], ids=["symlink", "hard-link"])
-def test_a_store_opened_through_an_alias_blocks_its_original_name(db: Path, make_alias: Callable[[Path], Path]) -> None:
-    alias = make_alias(db)
+def unless_hard_linked(db: Path, alias: Path) -> Path:
+    """The name to open ``db`` by once no owner holds it: ``alias``, unless it is a hard link —
+    then opening by either name is refused (naming the links) until the link is gone, and the
+    refusal bumped no fence."""
+    if alias.stat().st_nlink == 1 or alias.is_symlink():
+        return alias
+    for name in (alias, db):
+        with pytest.raises(StoreError) as info:
+            open_store(name)
+        assert info.value.code == STORE_INVALID and info.value.details["links"] == 2
+        assert "hard links" in info.value.message
+    alias.unlink()
+    return db
+
+
+def test_a_store_file_with_two_names_is_refused_until_one_is_removed(db: Path) -> None:
+    """D1/D4: SQLite keeps the write-ahead log next to the name a store is opened by, so an owner
+    killed before a checkpoint leaves committed transactions in ``<name>-wal`` that an opener by
+    a hard link never sees (seen as a store that lost every commit after the first). A store file
+    with several names is refused — opening, exporting — until only one is left."""
+    store = open_store(db)
+    store.commit(Commit(entries=[Entry("e1", "main", "e0", "message", {})]))
+    store.close()
+    alias = hard_link(db)
+    with pytest.raises(StoreError) as info:
+        export_agent_database(database_path=alias, destination=db.parent / "copy.sqlite")
+    assert info.value.code == STORE_INVALID and info.value.details["links"] == 2
+    assert not (db.parent / "copy.sqlite").exists()
+    name = unless_hard_linked(db, alias)
+    reopened = open_store(name)
+    state = reopened.load()
+    assert [e.id for e in state.entries] == ["e0", "e1"] and state.fence == 3  # the refusals wrote nothing
+    reopened.close()
+
+
+def test_a_store_opened_through_a_symlink_blocks_its_original_name(db: Path) -> None:
+    alias = symlink(db)
     owner = open_store(alias)
     with pytest.raises(StoreError) as info:
         open_store(db)
@@ -205,7 +240,7 @@ def test_an_alias_in_another_process_is_refused_while_the_owner_keeps_committing
     later = owner.seqs(5)  # the first owner was neither fenced nor stopped
     assert later == list(range(first[-1] + 1, first[-1] + 6))
     owner.kill()
-    store = open_store(alias)
+    store = open_store(unless_hard_linked(db, alias))
     state = store.load()
     assert state.fence == 3  # created, the child owner, this open: no intruder ever bumped it
     assert state.last_seq >= later[-1]
