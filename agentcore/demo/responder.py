@@ -350,6 +350,24 @@ def _long_task(body: dict[str, Any], calls: list[Any], outputs: list[Any]) -> li
     return _say(body, f"{heard}Reviewed {len(files)} files:\n\n{table}", thought="Every file is read; summarise.")
 
 
+_OTHER_TASKS = (_FILE_WORDS, _MARKDOWN, _SCRIPT, _WEB, _CHECKLIST, _TIMER, _DELEGATE, _EXAMPLE_TASKS, _ASK)
+
+
+def _long_task_turn(body: dict[str, Any], latest: str) -> tuple[list[Any], list[Any]] | None:
+    """The calls and outputs of a long task this request continues, or None.
+
+    A request cannot say whether a user message after a tool result is a steer or the prompt
+    of a new turn after a stopped one: both look the same. The demo reads it as a steer when
+    the turn it would join is a long task, unless it asks for another of the demo's tasks.
+    """
+    prompt, calls, outputs = _turn(body)
+    if not _LONG_TASK.search(prompt) or "PLAN MODE" in str(body.get("instructions", "")):
+        return None
+    if latest != prompt and any(rule.search(latest) for rule in _OTHER_TASKS):
+        return None  # a new turn after a stopped long task, asking for something else
+    return calls, outputs
+
+
 def _web_search(body: dict[str, Any], user: str) -> list[Step]:
     from agentcore.testing.steps import Stop, Text, WebSearch
 
@@ -395,8 +413,10 @@ def _files(body: dict[str, Any], calls: list[Any], outputs: list[Any]) -> list[S
 def demo_responder(request: RecordedRequest) -> list[Step]:
     """Decide the demo model's next response from the request it received."""
     body = request.json
-    user, calls, outputs = _turn(body)
+    user, calls, outputs = _conversation(body)
     tools = _tool_names(body)
+    if {"ls", "read"} <= tools and (long_task := _long_task_turn(body, user)) is not None:
+        return _long_task(body, *long_task)
     plan_mode = "PLAN MODE" in str(body.get("instructions", ""))
     lowered = user.lower()
     if not plan_mode and (work := _durable_work(body, user, calls, outputs)) is not None:
@@ -411,8 +431,6 @@ def demo_responder(request: RecordedRequest) -> list[Step]:
             answers = str(outputs[-1].get("output", "")).strip()
             return _say(body, _plan(user) + f"\n\nBased on your answers:\n{answers}", thought="Plan from the answers.")
         return _say(body, _plan(user), thought="Write a short numbered plan.")
-    if _LONG_TASK.search(user) and {"ls", "read"} <= tools:
-        return _long_task(body, calls, outputs)
     if _SCRIPT.search(user) and "codemode" in tools:
         if not calls:
             return _call(

@@ -159,6 +159,17 @@ def test_a_steer_is_acknowledged_and_a_stop_in_it_ends_the_review(monkeypatch: p
     assert "Stopping the review after 1 of 3 files" in "".join(s.text for s in steps if isinstance(s, Text))
 
 
+def test_a_prompt_for_another_task_after_a_stopped_long_task_starts_that_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stopped turn's last item is a tool result too: a new prompt that asks for another of
+    the demo's tasks is that task, not a steer of the stopped review."""
+    monkeypatch.setenv("AGENTCORE_DEMO_DELAY_MS", "0")
+    stopped = [user("Do a long task: review every file"), *call("ls", {}, "l1"), output("l1", "a.txt\nb.txt")]
+    body = {"tools": TOOLS, "input": [*stopped, user("Show me a Markdown sample")]}
+    steps = demo_responder(request(body))
+    assert not [s for s in steps if isinstance(s, ToolCall)]
+    assert "## A Markdown sample" in "".join(s.text for s in steps if isinstance(s, Text))
+
+
 def test_a_new_turn_after_an_answer_is_not_mistaken_for_a_steer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTCORE_DEMO_DELAY_MS", "0")
     body = {
