@@ -102,7 +102,11 @@ def test_the_checklist_ticks_through_three_steps_then_answers() -> None:
     statuses = []
     calls: list[dict[str, Any]] = []
     for _ in range(5):
-        [step, *_rest] = demo_responder(_request("work through a checklist", ["update_plan"], calls))
+        [step] = [
+            s
+            for s in demo_responder(_request("work through a checklist", ["update_plan"], calls))
+            if isinstance(s, Text | ToolCall)
+        ]
         if isinstance(step, Text):
             break
         statuses.append([item["status"] for item in step.arguments["items"]])
