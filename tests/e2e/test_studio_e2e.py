@@ -140,8 +140,8 @@ async def test_reload_mid_stream_loses_nothing(studio_server: Studio, browser: A
     await create_session(page, studio_server)
     prompt = "Remember this sentence about " + "purple elephants dancing " * 6
     await send(page, prompt)
-    await page.wait_for_selector("#live-blocks .md")
-    seen_before = await page.inner_text("#live-blocks")
+    await page.wait_for_selector("#live-blocks div.block.md")  # the answer's text (thinking may stream first)
+    seen_before = await page.inner_text("#live-blocks div.block.md")
     await page.reload()
     await page.wait_for_selector("#conn-state.on")
     assert await page.locator("#conversation .bubble").count() == 1
