@@ -29,6 +29,33 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """``pid``'s user + system CPU time, with its reaped children's (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children, their children, ...)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        for child in parents.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
 class StudioProcess:
     """Context manager: a migrated data dir, Django set up here, daphne serving it."""
 
@@ -114,9 +141,12 @@ class StudioProcess:
         return self._server.pid
 
     def cpu_seconds(self) -> float:
-        """daphne's user + system CPU time so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """The CPU time (user + system) of Studio's whole process tree so far: daphne, every
+        live descendant (session-host workers) and the descendants that already exited."""
+        total = 0.0
+        for pid in [self.pid, *descendants(self.pid)]:
+            total += process_cpu_seconds(pid)
+        return total
 
     def py_spy(self, out: Path, rate: int = 250) -> None:
         """Start sampling daphne with py-spy (collapsed stacks, ``bench/profile_top.py`` reads them).
