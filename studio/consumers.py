@@ -1,6 +1,6 @@
 """The session watcher: one WebSocket per open session page.
 
-It never runs anything (runs live in ``studio.hosts``); it authenticates, joins the session's
+It never runs anything (runs live in ``studio.host.session_host``); it authenticates, joins the session's
 group, renders the current state once, then forwards the host's pushes in order. Each push has
 a sequence number; a watcher that sees a gap (a frame dropped by a full channel, or a new host
 epoch after a restart) re-renders every region from a fresh host state instead of applying a
@@ -23,9 +23,9 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from studio import selectors
-from studio.host_routing import get_host_client
-from studio.host_session import HostError
+from studio import pages, selectors
+from studio.host.contract import HostError
+from studio.host.routing import get_host_client
 
 log = logging.getLogger("studio.consumers")
 
@@ -87,7 +87,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             self.banner = True
             await self.send(text_data=_host_error_banner(exc.message))
             return
-        html = await database_sync_to_async(selectors.render_full_regions)(self.session_id, state)
+        html = await database_sync_to_async(pages.render_full_regions)(self.session_id, state)
         if state.term < self.term:
             return  # a stale holder answered before it learned it lost the session
         self.epoch, self.seq, self.term = state.epoch, state.seq, state.term

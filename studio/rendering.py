@@ -28,7 +28,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from studio import trace
-from studio.live import LiveBlock, clip, key_argument
+from studio.host.live import LiveBlock, clip, key_argument
 
 _ALLOWED_TAGS = {
     "a", "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote",
@@ -349,11 +349,11 @@ def transcript_turns(
                     key=f"m{m_index}-err", kind="notice", status="error", text=message["error_message"]
                 )
         elif role == "tool_result":
-            tool = tools.get(str(message.get("tool_call_id")))
-            if tool is not None:
+            result_of = tools.get(str(message.get("tool_call_id")))
+            if result_of is not None:
                 texts = [c.get("text", "") for c in message.get("content", []) if c.get("type") == "text"]
-                tool.result = clip("\n".join(texts))
-                tool.status = "error" if message.get("is_error") else "ok"
+                result_of.result = clip("\n".join(texts))
+                result_of.status = "error" if message.get("is_error") else "ok"
     continuation.flush(current)
     if run_notices:
         prompted = [t for t in turns if t.prompt is not None]
@@ -506,6 +506,10 @@ def render_regions(context: dict[str, Any]) -> str:
     """Every live region as out-of-band fragments: a full push or a watcher's re-render."""
     ctx = {**context, "oob": True, "ring": ring_geometry(context.get("context_usage"))}
     return "".join(render_to_string(name, ctx) for name in FULL_REGIONS + CONTROL_REGIONS + TRACE_REGIONS)
+
+
+def render_template(name: str, context: dict[str, Any]) -> str:
+    return render_to_string(name, context)
 
 
 def render_controls(context: dict[str, Any]) -> str:

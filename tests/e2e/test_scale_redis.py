@@ -1,7 +1,7 @@
 """W7 on one machine without PostgreSQL: Redis channel layer, one daphne and two ``runworker
 studio-host`` workers, Studio's SQLite database and SQLite session stores.
 
-Sessions are leased to workers through Studio's database (``studio.leases``): a new session
+Sessions are leased to workers through Studio's database (``studio.host.leases``): a new session
 goes to the least loaded live worker, which holds its store's owner lock (agentcore's
 ``<store>.lock`` records the holder's pid). The tests drive sessions the way a browser does —
 HTTP commands and the session WebSocket — and kill workers to see their sessions move.

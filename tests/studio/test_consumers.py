@@ -12,7 +12,7 @@ from django.test import Client
 
 from studio.asgi import application
 from studio.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
-from studio.hosts import SessionHost
+from studio.host.session_host import SessionHost
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

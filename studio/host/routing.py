@@ -5,7 +5,7 @@
 on the Redis channel layer, and a call is a request/reply message (``ChannelHostClient``):
 
 - **Routing.** A request for a session goes to the request channel of the live worker that
-  holds its *main* session's lease (``studio.leases``), so every view of a store reaches the one
+  holds its *main* session's lease (``studio.host.leases``), so every view of a store reaches the one
   process that owns it. With no live holder it goes to one of the least loaded live workers,
   which claims the lease itself; with no worker registered at all, to the shared
   ``studio-host`` channel every worker also consumes. A worker that finds the session held
@@ -39,9 +39,10 @@ from channels.layers import get_channel_layer
 from channels.worker import Worker
 from django.conf import settings
 
-from studio import leases, selectors
-from studio.host_session import HostError, HostState
-from studio.hosts import SessionHost, get_session_host, set_session_host
+from studio import selectors
+from studio.host import leases
+from studio.host.contract import HostError, HostState
+from studio.host.session_host import SessionHost, get_session_host, set_session_host
 
 log = logging.getLogger("studio.hosts")
 
@@ -241,6 +242,7 @@ class StudioWorker(Worker):
     """
 
     own_channel = ""
+    channels: list[str]
 
     async def handle(self) -> None:
         if HOST_CHANNEL not in self.channels:

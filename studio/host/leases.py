@@ -43,7 +43,7 @@ from django.db import close_old_connections, connection
 from django.db.models import Case, Count, DateTimeField, ExpressionWrapper, F, Q, Value, When
 from django.db.models.functions import Now
 
-from studio.host_session import HostError
+from studio.host.contract import HostError
 from studio.models import HostWorker, SessionLease
 
 log = logging.getLogger("studio.leases")
@@ -260,7 +260,7 @@ def _application_name(pid: int, hostname: str) -> str:
 class LeaseKeeper:
     """One worker's leases: registration, heartbeat, renewal, takeover sweeps, clean shutdown.
 
-    Implements ``studio.host_session.SessionLeases``. Database calls run on a thread of their own (with
+    Implements ``studio.host.contract.SessionLeases``. Database calls run on a thread of their own (with
     its own connection), so a renewal never queues behind the host's ORM work.
     """
 
