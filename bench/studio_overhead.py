@@ -309,6 +309,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--debug", action="store_true", help="DJANGO_DEBUG=1 (records every SQL query)")
     parser.add_argument("--profile", type=Path, help="sample daphne with py-spy into this file (collapsed stacks)")
+    parser.add_argument("--profile-threads", action="store_true", help="profile every thread, not only the GIL's")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for Studio's processes")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--serve", nargs=2, type=float, help=argparse.SUPPRESS)
@@ -372,7 +373,7 @@ def main() -> None:
         k = 0
         asyncio.run(run_size(studio, [Watch(999, new_session())], args.tokens, args.timeout))  # imports, renders
         if args.profile:
-            studio.py_spy(args.profile)
+            studio.py_spy(args.profile, gil=not args.profile_threads)
         for n, tokens in cases:
             rounds = args.rounds_1 if n == 1 and tokens == args.tokens else 1
             watched: list[Watch] = []

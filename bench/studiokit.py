@@ -148,16 +148,30 @@ class StudioProcess:
             total += process_cpu_seconds(pid)
         return total
 
-    def py_spy(self, out: Path, rate: int = 250) -> None:
+    def py_spy(self, out: Path, rate: int = 250, *, gil: bool = True) -> None:
         """Start sampling daphne with py-spy (collapsed stacks, ``bench/profile_top.py`` reads them).
 
         ``--gil``: only the thread holding the GIL is sampled, so the shares are of daphne's
-        Python CPU time (threads parked in the executor pools would otherwise dominate)."""
+        Python CPU time (threads parked in the executor pools would otherwise dominate);
+        ``gil=False`` samples every thread that is on the CPU, named (``--threads``): where time
+        goes that does not hold the GIL (SQLite, sanitising in Rust, socket I/O)."""
         exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         if not Path(exe).exists():
             raise RuntimeError("py-spy is not installed: pip install py-spy (it is in the bench extra)")
         self._spy = subprocess.Popen(
-            [exe, "record", "--pid", str(self.pid), "--gil", "--format", "raw", "--rate", str(rate), "-o", str(out)],
+            [
+                exe,
+                "record",
+                "--pid",
+                str(self.pid),
+                *(["--gil"] if gil else ["--threads"]),
+                "--format",
+                "raw",
+                "--rate",
+                str(rate),
+                "-o",
+                str(out),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from studio import rendering, selectors, trace, trace_records
+from studio import rendering, selectors, text_stream, trace, trace_records
 from studio.host.contract import HostState, Regions, live_prefix
 from studio.host.live import DELIVERY_PREFIX, LiveBlock, message_text
 from studio.confinement import confinement_of
@@ -354,6 +354,7 @@ def render_regions(
     *,
     added: list[LiveBlock] | None = None,
     changed: list[LiveBlock] | None = None,
+    sent: dict[str, text_stream.StreamState] | None = None,
 ) -> str:
     """One push: the regions ``regions`` names, and the live turn's added and changed blocks.
 
@@ -367,7 +368,9 @@ def render_regions(
     names = [name for name in ALL_REGIONS if getattr(regions, name)]
     whole_turn = regions.conversation or (regions.opening and live is not None)
     if live is not None and not whole_turn:
-        parts.extend(live_block_parts(state, live, added or [], changed or [], snapshot_changed=regions.tasks))
+        parts.extend(
+            live_block_parts(state, live, added or [], changed or [], snapshot_changed=regions.tasks, sent=sent)
+        )
     if regions.ring:
         parts.append(
             rendering.render_context_ring((state.live or {}).get("context_usage") or state.context_usage, oob=True)
@@ -411,22 +414,45 @@ def render_regions(
 
 
 def live_block_parts(
-    state: HostState, live: dict[str, Any], added: list[LiveBlock], changed: list[LiveBlock], *, snapshot_changed: bool
+    state: HostState,
+    live: dict[str, Any],
+    added: list[LiveBlock],
+    changed: list[LiveBlock],
+    *,
+    snapshot_changed: bool,
+    sent: dict[str, text_stream.StreamState] | None = None,
 ) -> list[str]:
-    """The live turn's new blocks (appended), its changed ones (replaced in place, keeping an
-    open ``<details>`` open), and its ``codemode`` blocks again when the snapshot changed (a
-    script's nested calls settle in snapshots, not in events)."""
+    """The live turn's new blocks (appended), its changed ones (a text block: what it gained,
+    ``text_stream``; others replaced in place, keeping an open ``<details>`` open), and its
+    ``codemode`` blocks again when the snapshot changed (a script's nested calls settle in
+    snapshots, not in events). ``sent``: each text block's state on the page before this push."""
     prefix = live_prefix(live["request_id"])
     runs = code_mode_runs(state.snapshot)
+    streams = live.get("streams") or {}
     parts: list[str] = []
+
+    def html(block: LiveBlock) -> Any:
+        if block.kind != "text":
+            return None
+        return text_stream.live_block_html(block.text, f"{prefix}-{block.key}", streams, block.key)
+
     if added:
-        parts.append(
-            rendering.oob("".join(rendering.render_block(b, prefix, runs) for b in added), "beforeend:#live-blocks")
-        )
-    parts.extend(rendering.render_block_parts(b, prefix, runs) for b in changed)
+        blocks = "".join(rendering.render_block(b, prefix, runs, html(b)) for b in added)
+        parts.append(rendering.oob(blocks, "beforeend:#live-blocks"))
+    for block in changed:
+        before = (sent or {}).get(block.key)
+        after = text_stream.from_data(streams.get(block.key))
+        if block.kind == "text" and before is not None and after is not None:
+            parts.append(text_stream.patch_html(block.text, f"{prefix}-{block.key}", before, after))
+        else:
+            parts.append(
+                rendering.render_block_parts(block, prefix, runs)
+                if block.kind != "text"
+                else rendering.oob(rendering.render_block(block, prefix, runs, html(block)))
+            )
     if snapshot_changed and runs:
-        sent = {b.key for b in [*added, *changed]}
-        parts.extend(rendering.render_code_mode_parts(live["blocks"], prefix, runs, skip=sent))
+        pushed = {b.key for b in [*added, *changed]}
+        parts.extend(rendering.render_code_mode_parts(live["blocks"], prefix, runs, skip=pushed))
     return parts
 
 

@@ -101,6 +101,13 @@ def render_markdown(text: str) -> SafeString:
     return mark_safe(sanitize_html(_MD.render(text)))
 
 
+def render_inline(text: str) -> SafeString:
+    """Inline Markdown (no paragraph) → sanitised HTML: a streaming paragraph's pieces."""
+    if not text:
+        return mark_safe("")
+    return mark_safe(sanitize_html(_MD.renderInline(text)))
+
+
 def pygments_css() -> str:
     return _FORMATTER.get_style_defs(".hl")
 
@@ -397,7 +404,9 @@ def is_code_mode(block: LiveBlock) -> bool:
     return block.kind == "tool" and block.name == "codemode"
 
 
-def block_context(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> dict[str, Any]:
+def block_context(
+    block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None, html: SafeString | None = None
+) -> dict[str, Any]:
     """What a block's partials need. A ``codemode`` call also gets its script and, when
     ``code_mode`` (the snapshot's executions) has it, the nested calls: ``code_run``."""
     code_run = None
@@ -410,7 +419,7 @@ def block_context(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | N
     return {
         "b": block,
         "dom_id": f"{dom_prefix}-{block.key}",
-        "html": render_markdown(block.text) if block.kind == "text" else "",
+        "html": (html if html is not None else render_markdown(block.text)) if block.kind == "text" else "",
         "key_arg": key_arg,
         "args_json": pretty_json(block.arguments) if block.kind == "tool" and code_run is None else "",
         "code_run": code_run,
@@ -419,8 +428,11 @@ def block_context(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | N
     }
 
 
-def render_block(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> str:
-    return render_to_string("studio/_block.html", block_context(block, dom_prefix, code_mode))
+def render_block(
+    block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None, html: SafeString | None = None
+) -> str:
+    """One block; ``html`` is a text block's markup when the caller rendered it (a live stream)."""
+    return render_to_string("studio/_block.html", block_context(block, dom_prefix, code_mode, html))
 
 
 def render_block_parts(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> str:

@@ -23,9 +23,9 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from studio import pages
-from studio.host.contract import RUNNING_STATUSES, HostState, Regions
-from studio.host.live import LiveBlock
+from studio import pages, text_stream
+from studio.host.contract import RUNNING_STATUSES, HostState
+from studio.host.live import LiveBlock, LiveTurn
 from studio.host.state import HostedSession, View, notify
 
 log = logging.getLogger("studio.hosts")
@@ -59,12 +59,18 @@ class Publisher:
             running=live is not None or (context is not None and context.status in RUNNING_STATUSES),
             transcript=messages,
             base_len=ctx.settled_len(messages) if ctx is not None and live is not None and transcript else None,
-            live={**live.to_dict(), "prompt": hs.prompts.get(live.request_id)} if live is not None else None,
+            live=self._live(hs, view, live) if live is not None else None,
             context_usage=usage,
             snapshot=hs.snapshot_data,
             target_id=view.target_id,
             term=hs.term,
         )
+
+    @staticmethod
+    def _live(hs: HostedSession, view: View, live: LiveTurn) -> dict[str, Any]:
+        sent = view.text_sent if view.text_turn == live.request_id else {}
+        streams = {key: text_stream.to_data(state) for key, state in sent.items()}
+        return {**live.to_dict(), "prompt": hs.prompts.get(live.request_id), "streams": streams}
 
     async def flush_loop(self, hs: HostedSession) -> None:
         """Batch changes: at most one push per view and flush interval, never deltas.
@@ -111,23 +117,32 @@ class Publisher:
         if not (added or changed or regions.any()):
             return False
         view.seq += 1
+        sent = self._advance_text(view, live)
         state = self.state(hs, view, transcript=regions.full or regions.conversation or regions.opening)
         if pages.reads_rows(regions, state):
             render = database_sync_to_async(pages.render_regions)
-            html = await render(view.view_id, state, regions, added=added, changed=changed)
+            html = await render(view.view_id, state, regions, added=added, changed=changed, sent=sent)
         else:
-            html = pages.render_regions(view.view_id, state, regions, added=added, changed=changed)
+            html = pages.render_regions(view.view_id, state, regions, added=added, changed=changed, sent=sent)
         await self.send(hs, view, state.seq, full=regions.full, html=html)
         return bool(added or changed)
+
+    @staticmethod
+    def _advance_text(view: View, live: LiveTurn | None) -> dict[str, text_stream.StreamState]:
+        """Move each live text block's streaming state on to its text now; returns the states
+        before (what the page has, which the push's patches continue from)."""
+        if live is None:
+            view.text_sent, view.text_turn = {}, ""
+            return {}
+        before = view.text_sent if view.text_turn == live.request_id else {}
+        view.text_sent = {
+            b.key: text_stream.advance(b.text, before.get(b.key)) for b in live.blocks if b.kind == "text"
+        }
+        view.text_turn = live.request_id
+        return before
 
     async def send(self, hs: HostedSession, view: View, seq: int, *, full: bool, html: str) -> None:
         if hs.lost:
             return
         message = {"type": "session.push", "epoch": self.epoch, "term": hs.term, "seq": seq, "full": full, "html": html}
         await self._layer().group_send(view.group, message)
-
-
-def full_regions() -> Regions:
-    regions = Regions()
-    regions.everything()
-    return regions

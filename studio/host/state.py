@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from agentcore.session.snapshot import ContextState, SessionSnapshot
 from studio.host.contract import RUNNING_STATUSES, Regions, SessionConfig
 from studio.host.live import ContextLive
+from studio.text_stream import StreamState
 
 if TYPE_CHECKING:
     from agentcore.runtime import AgentRuntime
@@ -33,7 +34,10 @@ class View:
     seq: int = 0
     dirty: Regions = field(default_factory=Regions)
     status: str = ""  # what the sessions list shows (written when it changes)
-    text_sent: dict[str, int] = field(default_factory=dict)  # live text block → pieces already on the page
+    # Each live text block's streaming state as the page has it (``studio.text_stream``), for
+    # the turn ``text_turn``: what the next push continues from, and what a full render shows.
+    text_sent: dict[str, StreamState] = field(default_factory=dict)
+    text_turn: str = ""
 
     @property
     def group(self) -> str:
