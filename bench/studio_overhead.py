@@ -52,6 +52,7 @@ from loopkit import ProviderProcess, machine
 from studiokit import ROOT, StudioProcess
 
 from agentcore.engine.fragments import FLUSH_INTERVAL_S
+from studio.host.supervisor import worker_count
 
 MARK = re.compile(r"zq(\d{3})x(\d{4})")
 MARK_BYTES = re.compile(rb"zq\d{3}x\d{4}")
@@ -181,6 +182,7 @@ class SizeRun:
     open_cpu_s: float = 0.0
     prompt_cpu_s: float = 0.0
     open_wall_s: float = 0.0
+    turn_roles: dict[str, float] = field(default_factory=dict)  # prompt → turn end, CPU s per role
 
 
 async def run_size(studio: StudioProcess, sessions: list[Watch], tokens: int, limit: float) -> SizeRun:
@@ -193,11 +195,12 @@ async def run_size(studio: StudioProcess, sessions: list[Watch], tokens: int, li
     async with httpx.AsyncClient(base_url=studio.base, headers=headers, limits=limits, timeout=limit) as http:
         cpu0, wall0 = studio.cpu_seconds(), time.monotonic()
         sockets = await asyncio.gather(*(open_page(studio, http, w, limit) for w in sessions))
-        cpu1 = studio.cpu_seconds()
+        cpu1, roles1 = studio.cpu_seconds(), studio.cpu_by_role()
         run.open_cpu_s, run.open_wall_s = cpu1 - cpu0, time.monotonic() - wall0
         # One gather: every task posts its prompt in the same turn of the loop.
         await asyncio.gather(*(stream(http, ws, w, tokens, limit) for ws, w in zip(sockets, sessions, strict=True)))
         run.prompt_cpu_s = studio.cpu_seconds() - cpu1
+        run.turn_roles = {role: cpu - roles1.get(role, 0.0) for role, cpu in studio.cpu_by_role().items()}
         for ws in sockets:
             await ws.close()
     return run
@@ -260,6 +263,7 @@ def analyse(sessions: list[Watch], stamps: dict[str, float], tokens: int) -> dic
         "ttft_p95_ms": _p95(ttft) if ttft else None,
         "first_token_p95_s": _p95(first_token) if first_token else None,
         "submit_median_ms": statistics.median(submit) if submit else None,
+        "submits": sorted(submit),
         "frames_per_session": frames / max(1, len(sessions)),
         "kb_per_session": size / 1024 / max(1, len(sessions)),
         "bytes_per_token": size / max(1, len(sessions) * tokens),
@@ -283,6 +287,8 @@ def _row(r: dict[str, Any]) -> str:
     if r["missing_tokens"]:
         notes += f" {r['missing_tokens']} tokens never seen"
     first = "—" if r["first_token_p95_s"] is None else f"{r['first_token_p95_s']:.2f}"
+    roles = " ".join(f"{role} {ms:.0f}" for role, ms in r["cpu_turn_ms_by_role"].items())
+    notes += f" [turn cpu: {roles}; submit→req max {_fmt(r['submit_max_ms'])}]"
     return (
         f"{r['size']:>4}{r['tokens']:>7}{r['max_overlap']:>8}{_fmt(r['delay_median_ms']):>10}"
         f"{_fmt(r['delay_p95_ms']):>7}{_fmt(r['delay_max_ms']):>7}{_fmt(r['ttft_median_ms']):>9}"
@@ -311,6 +317,12 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="sample daphne with py-spy into this file (collapsed stacks)")
     parser.add_argument("--profile-threads", action="store_true", help="profile every thread, not only the GIL's")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for Studio's processes")
+    parser.add_argument(
+        "--workers",
+        default="auto",
+        help="run Studio as `manage.py studio --workers N` (auto: one per core; 0: host in daphne); "
+        "'daphne' runs daphne alone with the in-process host (the first Studio's set-up)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--serve", nargs=2, type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -344,7 +356,9 @@ def main() -> None:
         "streams in flight together; delays in ms; cpu = Studio's processes (daphne + workers), ms per session"
     )
     print(HEADER)
-    with ProviderProcess(server_cmd) as provider, StudioProcess(debug=args.debug, env=env) as studio:
+    workers = None if args.workers == "daphne" else worker_count(args.workers)
+    print(f"Studio: {'daphne alone' if workers is None else f'manage.py studio --workers {workers}'}")
+    with ProviderProcess(server_cmd) as provider, StudioProcess(debug=args.debug, env=env, workers=workers) as studio:
         from studio import services
         from studio.models import RegisteredModel
 
@@ -393,6 +407,11 @@ def main() -> None:
                 cpu_open_ms_per_session=sum(r.open_cpu_s for r in runs) * 1000 / len(watched),
                 cpu_turn_ms_per_session=sum(r.prompt_cpu_s for r in runs) * 1000 / len(watched),
                 open_wall_s=max(r.open_wall_s for r in runs),
+                cpu_turn_ms_by_role={
+                    role: sum(r.turn_roles.get(role, 0.0) for r in runs) * 1000 / len(watched)
+                    for role in sorted({role for r in runs for role in r.turn_roles})
+                },
+                submit_max_ms=max(submits) if (submits := result.get("submits")) else None,
             )
             results.append(result)
             print(_row(result), flush=True)

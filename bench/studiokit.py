@@ -59,7 +59,9 @@ def descendants(pid: int) -> list[int]:
 class StudioProcess:
     """Context manager: a migrated data dir, Django set up here, daphne serving it."""
 
-    def __init__(self, *, debug: bool = False, env: dict[str, str] | None = None) -> None:
+    def __init__(self, *, debug: bool = False, env: dict[str, str] | None = None, workers: int | None = None) -> None:
+        """``workers``: run Studio as ``manage.py studio --workers N`` does (daphne plus N
+        supervised session-host workers; 0 = the host inside daphne); None: daphne alone."""
         self.data_dir = Path(tempfile.mkdtemp(prefix="studio-bench-"))
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -76,6 +78,7 @@ class StudioProcess:
             "STUDIO_LOG_LEVEL": "WARNING",
             **(env or {}),
         }
+        self.workers = workers
         self.cookie = ""
         self.csrf = ""
         self.user: Any = None
@@ -108,8 +111,11 @@ class StudioProcess:
         self.csrf = get_random_string(32)  # an unmasked secret is valid as both cookie and header
         self.cookie = f"sessionid={client.cookies['sessionid'].value}; csrftoken={self.csrf}"
         self._log = open(self.data_dir / "daphne.log", "wb")
+        serve = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "studio.asgi:application"]
+        if self.workers is not None:
+            serve = [sys.executable, "manage.py", "studio", "--port", str(self.port), "--workers", str(self.workers)]
         self._server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "studio.asgi:application"],
+            serve,
             cwd=ROOT,
             env=self.env,
             stdout=self._log,
@@ -134,6 +140,31 @@ class StudioProcess:
         if self._log is not None:
             self._log.close()
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU seconds so far per role: ``daphne``, ``workers`` (session-host worker processes),
+        ``supervisor`` (``manage.py studio`` with its channel layer hub)."""
+        roles: dict[str, float] = {}
+        for pid in [self.pid, *descendants(self.pid)]:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            role = "daphne" if b"daphne" in cmdline else "workers" if b"runworker" in cmdline else "supervisor"
+            roles[role] = roles.get(role, 0.0) + process_cpu_seconds(pid)
+        return roles
+
+    def daphne_pid(self) -> int:
+        """daphne's process (the supervisor's child when Studio runs with workers)."""
+        if self.workers is None:
+            return self.pid
+        for pid in descendants(self.pid):
+            try:
+                if b"daphne" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return pid
+            except OSError:
+                continue
+        return self.pid
 
     @property
     def pid(self) -> int:

@@ -12,6 +12,7 @@ when a turn ended), so a push costs what changed, not the whole page.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from studio import rendering, selectors, text_stream, trace, trace_records
@@ -22,9 +23,22 @@ from studio.models import Effort, PermissionPolicy, SessionKind, StudioSession
 from studio.stores import location_of
 from studio.trace import code_mode_runs
 
+#: What a host keeps for one view between pushes (``View.cache``): rows and contexts that change
+#: only with the session's settings, keyed by what they depend on.
+Cache = dict[Any, Any]
+
 #: Settled turns a page shows at first; older ones load on request ("Show earlier").
 CONVERSATION_WINDOW = 40
 TURNS_PAGE = 40
+
+
+def cached(cache: Cache | None, key: Any, build: Callable[[], Any]) -> Any:
+    """``build()``, kept in ``cache`` under ``key`` (no cache: built every time)."""
+    if cache is None:
+        return build()
+    if key not in cache:
+        cache[key] = build()
+    return cache[key]
 
 
 def live_turn(state: HostState) -> dict[str, Any] | None:
@@ -88,11 +102,19 @@ def _store_facts(session: StudioSession) -> dict[str, Any]:
     return {"store_path": location.label, "size": size, "schema_version": schema}
 
 
-def records_context(session: StudioSession, snapshot: dict[str, Any] | None) -> dict[str, Any]:
-    """The Records tab: what the snapshot's ``records`` say, plus Studio's own facts."""
+def records_context(
+    session: StudioSession, snapshot: dict[str, Any] | None, cache: Cache | None = None
+) -> dict[str, Any]:
+    """The Records tab: what the snapshot's ``records`` say, plus Studio's own facts (the store's
+    size and schema read from disk: per settings version in ``cache``)."""
     root = session.root or session
     model = root.registered_model
     sections = trace_records.records_sections((snapshot or {}).get("records"))
+    context: dict[str, Any] = next(
+        (c for c in (snapshot or {}).get("contexts", []) if c.get("target_id") == session.target_id), {}
+    )
+    version = int((context.get("config") or {}).get("version") or 0)
+    facts = cached(cache, ("store_facts", version), lambda: _store_facts(root))
     return {
         "records": {
             "model": model.public_description(),
@@ -102,7 +124,7 @@ def records_context(session: StudioSession, snapshot: dict[str, Any] | None) -> 
             "permission_policy": PermissionPolicy(confinement.permission_policy).label,  # as the runtime has it
             "workdir": root.workdir,
             "owner": root.owner.get_username(),
-            **_store_facts(root),
+            **facts,
         },
         "sections": sections,
         "runtime_model": sections["model"],
@@ -152,12 +174,14 @@ def trace_context(session: StudioSession, state: HostState, *, page: int = 0) ->
     }
 
 
-def controls_context(session: StudioSession, state: HostState) -> dict[str, Any]:
-    """The snapshot-driven controls: status, queue chips, model and effort, links."""
+def controls_context(session: StudioSession, state: HostState, cache: Cache | None = None) -> dict[str, Any]:
+    """The snapshot-driven controls: status, queue chips, model and effort, links. The model
+    choices change only with the session's settings: ``cache`` keeps them per settings version."""
     context = state.context() or {}
     config = context.get("config") or {}
     root = session.root or session
-    choices = selectors.model_choices(root.registered_model)
+    key = ("model_choices", root.registered_model_id, int(config.get("version") or 0))
+    choices = cached(cache, key, lambda: selectors.model_choices(root.registered_model))
     configured = config.get("model") or {}
     current_model = next((m for m in choices if m.model_id == configured.get("model_id")), None)
     if current_model is None and not configured:
@@ -167,7 +191,12 @@ def controls_context(session: StudioSession, state: HostState) -> dict[str, Any]
         parent_target = context.get("parent_target_id")
         if parent_target is None and context.get("forked_from"):
             parent_target = context["forked_from"].get("target_id")
-        parent = selectors.view_for_target(root, int(parent_target or 0)) if parent_target is not None else root
+        target = int(parent_target or 0)
+        parent = (
+            cached(cache, ("parent", target), lambda: selectors.view_for_target(root, target))
+            if parent_target is not None
+            else root
+        )
     status = context.get("status") or "idle"
     running = state.running
     return {
@@ -342,8 +371,6 @@ def reads_rows(regions: Regions, state: HostState) -> bool:
     """Whether rendering ``regions`` reads Studio's rows (else it can run on the event loop)."""
     if regions.full or regions.conversation:
         return True
-    if regions.opening and state.live is not None and state.base_len == 0:
-        return True  # the first turn replaces the empty conversation's greeting
     return any(getattr(regions, name) for name in ALL_REGIONS if name not in ("ring", "conversation"))
 
 
@@ -355,6 +382,7 @@ def render_regions(
     added: list[LiveBlock] | None = None,
     changed: list[LiveBlock] | None = None,
     sent: dict[str, text_stream.StreamState] | None = None,
+    cache: Cache | None = None,
 ) -> str:
     """One push: the regions ``regions`` names, and the live turn's added and changed blocks.
 
@@ -376,12 +404,14 @@ def render_regions(
             rendering.render_context_ring((state.live or {}).get("context_usage") or state.context_usage, oob=True)
         )
         names.remove("ring")
-    if not names and not (regions.opening and live is not None):
+    if not names:
+        if regions.opening and live is not None:
+            parts.insert(0, opening_html(state, live))
         return "".join(parts)
-    session = selectors.session_view(session_id)
+    session = cached(cache, "session", lambda: selectors.session_view(session_id))
     context = base_context(session, state)
     context["oob"] = True
-    if regions.conversation or (regions.opening and state.base_len == 0):
+    if regions.conversation:
         pending = pending_context(session, state)
         conversation = conversation_context(session, state)
         if pending["pending"] and pending["pending"].get("kind") == "plan":
@@ -399,7 +429,7 @@ def render_regions(
     if "pending" in names and "pending" not in context:
         context.update(pending_context(session, state))
     if {"controls", "config", "records"} & set(names):
-        context.update(controls_context(session, state))
+        context.update(controls_context(session, state, cache))
     if "tasks" in names:
         context.update(tasks_context(session, state))
     if "usage" in names:
@@ -407,10 +437,25 @@ def render_regions(
     if "plan" in names:
         context.update(plan_context(session, state.snapshot))
     if "records" in names:
-        context.update(records_context(session, state.snapshot))
+        context.update(records_context(session, state.snapshot, cache))
     for name in names:
         parts.extend(rendering.render_template(template, context) for template in REGION_TEMPLATES[name])
     return "".join(parts)
+
+
+def opening_html(state: HostState, live: dict[str, Any]) -> str:
+    """A turn going live: its user message and reply so far, appended to the conversation — in
+    place of the greeting when it is the conversation's first (the page a fresh render gives).
+    Reads no row: the prompt is the host's or the store's."""
+    context = {
+        "live": live,
+        "live_prefix": live_prefix(live["request_id"]),
+        "code_mode_runs": code_mode_runs(state.snapshot),
+    }
+    html = rendering.render_template("studio/_live_turn.html", context).strip()
+    if state.base_len == 0:
+        return html.replace("<section ", '<section hx-swap-oob="outerHTML:#conversation-empty" ', 1)
+    return rendering.oob(html, "beforeend:#conversation")
 
 
 def live_block_parts(

@@ -88,7 +88,8 @@ def session_preferences_update(session: StudioSession, *, mode: str | None = Non
         session.save(update_fields=fields)
 
 
-def _title_from(prompt: str) -> str:
+def title_from(prompt: str) -> str:
+    """A session's title from its first prompt (one line, at most 80 characters)."""
     line = " ".join(prompt.split())
     return line if len(line) <= 80 else line[:77] + "…"
 
@@ -99,29 +100,26 @@ def _title_from(prompt: str) -> str:
 def run_submitted(
     session_id: str, *, request_id: str, prompt: str, agent: str, status: str, mode: str = "", effort: str = ""
 ) -> None:
-    """A prompt the person sent: a turn that runs now (``running``) or waits (``queued``)."""
+    """A prompt the person sent: a turn that runs now (``running``) or waits (``queued``).
+
+    The request id is new (the host makes one per prompt), so the row is inserted, and the
+    session's activity, status and — for its first prompt — title are conditional updates."""
+    updates: dict[str, Any] = {"last_activity": timezone.now()}
+    if status == str(RunStatus.RUNNING):
+        updates["status"] = SessionStatus.RUNNING
     with transaction.atomic():
-        session = StudioSession.objects.select_for_update().get(pk=session_id)
-        Run.objects.update_or_create(
-            session=session,
+        Run.objects.create(
+            session_id=session_id,
             request_id=request_id,
-            defaults={
-                "prompt": prompt,
-                "agent": agent or Mode.BUILD,
-                "effort": effort or "",
-                "status": status,
-                "mode": mode if mode in ("follow_up", "steer") else "",
-            },
+            prompt=prompt,
+            agent=agent or Mode.BUILD,
+            effort=effort or "",
+            status=status,
+            mode=mode if mode in ("follow_up", "steer") else "",
         )
-        session.last_activity = timezone.now()
-        fields = ["last_activity"]
-        if status == str(RunStatus.RUNNING):
-            session.status = SessionStatus.RUNNING
-            fields.append("status")
-        if not session.title and prompt.strip():
-            session.title = _title_from(prompt)
-            fields.append("title")
-        session.save(update_fields=fields)
+        StudioSession.objects.filter(pk=session_id).update(**updates)
+        if prompt.strip():
+            StudioSession.objects.filter(pk=session_id, title="").update(title=title_from(prompt))
 
 
 def run_begin(session_id: str, *, request_id: str, prompt: str, agent: str, effort: str) -> None:

@@ -79,7 +79,9 @@ async def session_detail(request: HttpRequest, session_id: Any) -> HttpResponse:
     context = await sync_to_async(pages.session_page_context)(session, state)
     context.update(
         {
-            "ws_url": f"/ws/sessions/{session.pk}/",
+            # The socket says which host state the page shows, so a page that is current gets no
+            # second render when its socket connects.
+            "ws_url": f"/ws/sessions/{session.pk}/?epoch={state.epoch}&seq={state.seq}&term={state.term}",
             "effort_choices": Effort.choices,
             "host_error": host_error,
             "ring": _ring(context),

@@ -28,7 +28,7 @@ from studio.host.fold import (
     ToolRecorded,
     UsageRecorded,
 )
-from studio.host.state import HostedSession, subtrees
+from studio.host.state import HostedSession, subtrees, wake
 
 log = logging.getLogger("studio.hosts")
 
@@ -101,11 +101,17 @@ async def sync_usage(hs: HostedSession) -> None:
         return
     if added:
         log.info("session %s: %d usage record(s) recovered from the store's ledger", hs.root_id, added)
+        for view in hs.views.values():
+            view.dirty.mark(usage=True)
+        wake(hs)
 
 
 def _reconcile(root_id: str, ledger: list[Any], targets: dict[str, int], trees: dict[int, set[int]]) -> int:
+    """Add what the ledger has and Studio lacks; recompute the views' totals when rows were added
+    or other views (forks, subagents) share the store (the main view's totals grow live)."""
     added = services.usage_sync(root_id, ledger, targets)
-    services.view_totals(root_id, trees)
+    if added or len(trees) > 1:
+        services.view_totals(root_id, trees)
     return added
 
 

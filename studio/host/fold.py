@@ -153,7 +153,8 @@ def fold_event(hs: HostedSession, event: AgentEvent) -> list[Effect]:
             ctx.ended &= {t.request_id for t in hs.snapshot.turns} | {request_id}
         effects.append(LedgerSync())
         effects.extend(_statuses(hs))
-        touch(hs, view, conversation=True, pending=True, controls=True, ring=True, usage=True, plan=True, tasks=True)
+        paused = event.status == "paused"
+        touch(hs, view, conversation=True, controls=True, ring=True, pending=paused, plan=paused)
         return effects
     if isinstance(event, ContextUsageEvent):
         ctx.context_usage = {"used": event.used, "total": event.total}
@@ -238,21 +239,47 @@ def fold_snapshot(hs: HostedSession, snapshot: SessionSnapshot, data: dict[str, 
         for input_id in _placed_steers(hs, context.target_id, {q.input_id for q in context.queue}, snapshot):
             if view_id is not None:
                 effects.append(RunPlaced(view_id, input_id))
-    keys = ("contexts", "tasks", "history", "turns", "usage", "records", "plan")
-    changed = {key for key in keys if before.get(key) != data.get(key)}
+    parts = {name: digest(before) != digest(data) for name, digest in SNAPSHOT_PARTS.items()} if before else None
     versions_changed = previous is None or config_versions(previous) != config_versions(snapshot)
     for view in hs.views.values():
+        if parts is None:
+            view.dirty.mark(controls=True, tasks=True, usage=True, plan=True, records=True, config=True)
+            continue
         view.dirty.mark(
-            controls=bool(changed & {"contexts", "tasks", "turns"}),
-            tasks=bool(changed & {"tasks", "history"}),
-            usage=bool(changed & {"usage", "turns"}),
-            plan=bool(changed & {"contexts", "plan"}),
-            records=bool(changed & {"records"}),
+            controls=parts["controls"],
+            tasks=parts["tasks"],
+            usage=parts["usage"],
+            plan=parts["plan"],
+            records=parts["records"],
             config=versions_changed,
         )
     effects.extend(_statuses(hs))
     wake(hs)
     return effects
+
+
+def _controls_part(data: dict[str, Any]) -> Any:
+    """What the controls show: each context's status, queue and settings, whether background
+    work runs, and how each conversation's last turn ended."""
+    contexts = [
+        (c.get("target_id"), c.get("status"), c.get("queue"), c.get("config"), c.get("label"))
+        for c in data.get("contexts", [])
+    ]
+    background = sorted((t.get("target_id") or 0, t.get("kind")) for t in data.get("tasks", []))
+    last: dict[Any, Any] = {}
+    for turn in data.get("turns", []):
+        last[turn.get("target_id")] = turn.get("status")
+    return contexts, background, sorted(last.items(), key=lambda item: str(item[0]))
+
+
+#: Each region's part of a snapshot: a region is re-rendered only when its part changed.
+SNAPSHOT_PARTS: dict[str, Any] = {
+    "controls": _controls_part,
+    "tasks": lambda data: (data.get("tasks"), data.get("history"), data.get("history_total")),
+    "usage": lambda data: data.get("usage"),
+    "plan": lambda data: [(c.get("target_id"), c.get("plan")) for c in data.get("contexts", [])],
+    "records": lambda data: data.get("records"),
+}
 
 
 def _statuses(hs: HostedSession) -> list[Effect]:

@@ -117,13 +117,17 @@ class Publisher:
         if not (added or changed or regions.any()):
             return False
         view.seq += 1
+        if regions.full:
+            view.cache.clear()  # a resync (a new holder, a reset): settings may have changed
         sent = self._advance_text(view, live)
         state = self.state(hs, view, transcript=regions.full or regions.conversation or regions.opening)
         if pages.reads_rows(regions, state):
             render = database_sync_to_async(pages.render_regions)
-            html = await render(view.view_id, state, regions, added=added, changed=changed, sent=sent)
+            html = await render(view.view_id, state, regions, added=added, changed=changed, sent=sent, cache=view.cache)
         else:
-            html = pages.render_regions(view.view_id, state, regions, added=added, changed=changed, sent=sent)
+            html = pages.render_regions(
+                view.view_id, state, regions, added=added, changed=changed, sent=sent, cache=view.cache
+            )
         await self.send(hs, view, state.seq, full=regions.full, html=html)
         return bool(added or changed)
 

@@ -48,7 +48,7 @@ log = logging.getLogger("studio.hosts")
 
 HOST_CHANNEL = "studio-host"
 #: Operations that only read: safe to send again when the worker handling them died.
-READS = {"state", "ping"}
+READS = {"state", "position", "ping"}
 
 
 class HostClient(Protocol):
@@ -80,6 +80,8 @@ async def _dispatch(host: SessionHost, op: str, session_id: str, args: dict[str,
         return {"pid": os.getpid(), "epoch": host.epoch, "worker": getattr(keeper, "worker_id", "")}
     if op == "state":
         return (await host.state(session_id)).to_dict()
+    if op == "position":
+        return list(await host.position(session_id))
     if op in _OPS:
         return await getattr(host, op)(session_id, **args)
     raise HostError("unknown_op", f"unknown host operation {op!r}")
@@ -249,6 +251,7 @@ class StudioWorker(Worker):
             await super().handle()
             return
         layer = self.channel_layer
+        await asyncio.to_thread(warm_up)
         self.own_channel = await layer.new_channel()
         worker_id = uuid.uuid4().hex
         keeper = leases.LeaseKeeper(worker_id, self.own_channel, settings.STUDIO_LEASE_SECONDS, get_session_host)
@@ -281,6 +284,32 @@ class StudioWorker(Worker):
         while True:
             message = await self.channel_layer.receive(channel)
             await self.get_or_create_application_instance(channel, scope).put(message)
+
+
+def warm_up() -> None:
+    """Load what serving a session needs before the worker registers (the runtime's modules, the
+    providers, the templates), so its first sessions do not pay for imports and template parsing
+    while other sessions stream."""
+    import importlib
+
+    from django.template.loader import get_template
+
+    from studio import pages
+
+    for module in (
+        "agentcore.runtime",
+        "agentcore.session.driver",
+        "agentcore.providers.openai_completions",
+        "agentcore.providers.openai_responses",
+        "agentcore.providers.anthropic_messages",
+        "agentcore.demo",
+    ):
+        importlib.import_module(module)
+    for templates in pages.REGION_TEMPLATES.values():
+        for name in templates:
+            get_template(name)
+    for name in ("studio/_live_turn.html", "studio/_block.html", "studio/_block_parts.html", "studio/_turn.html"):
+        get_template(name)
 
 
 def get_host_client() -> HostClient:

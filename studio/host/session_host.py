@@ -63,6 +63,7 @@ log = logging.getLogger("studio.hosts")
 MODEL_COMMANDS = ("submit", "configure")
 
 
+
 class SessionHost:
     """Owns the runtimes of this process and drives them; publishes their views' partials."""
 
@@ -86,6 +87,7 @@ class SessionHost:
         self._extension_paths = list(settings.STUDIO_EXTENSIONS if extensions is None else extensions)
         self._registry: AgentRegistry | None = None
         self._sessions: dict[str, HostedSession] = {}  # by main session id
+        self._view_roots: dict[str, str] = {}  # view id → its main session's id
         self._open_lock = asyncio.Lock()
         self._demo: Any = None  # one offline demo server shared by every demo session of this host
 
@@ -125,6 +127,11 @@ class SessionHost:
         hs, view = await self._view(view_id)
         return self.publisher.state(hs, view)
 
+    async def position(self, view_id: str) -> tuple[str, int, int]:
+        """Which state a page of this view shows when it is current: (epoch, seq, term)."""
+        hs, view = await self._view(view_id)
+        return self.epoch, view.seq, hs.term
+
     async def prompt(
         self, view_id: str, *, prompt: str, agent: str = "build", mode: str = "follow_up"
     ) -> dict[str, str]:
@@ -137,8 +144,7 @@ class SessionHost:
         hs, view = await self._writable_view(view_id)
         request_id = uuid.uuid4().hex
         async with hs.lock:
-            pending = await database_sync_to_async(selectors.pending_run)(view.view_id)
-            if pending is not None:
+            if hs.context_status(view.target_id) == "paused":
                 raise HostError("waiting", "Answer the pending review or question first.")
             command: dict[str, Any] = {"type": "submit", "prompt": prompt, "mode": mode}
             if agent == "plan":
@@ -161,6 +167,9 @@ class SessionHost:
             await database_sync_to_async(services.run_submitted)(
                 view.view_id, request_id=request_id, prompt=prompt, agent=agent, status=status, mode=mode
             )
+            named = view.cache.get("session")
+            if named is not None and not named.title and prompt.strip():
+                named.title = services.title_from(prompt)  # what run_submitted wrote: the first prompt names it
             touch(hs, view, controls=True)
             return {"request_id": request_id, "status": str(receipt.get("status"))}
 
@@ -376,7 +385,8 @@ class SessionHost:
         """Every open session and whether it has work that must go on (a turn, a queue, a
         pause, a task or timer): what a lease renewal records, so a dead holder's active
         sessions are taken over at once and its idle ones only when someone asks."""
-        return {root_id: not hs.quiet() for root_id, hs in self._sessions.items() if not hs.lost}
+        # list(): the lease keeper's renewal thread calls this while the loop may open a session
+        return {root_id: not hs.quiet() for root_id, hs in list(self._sessions.items()) if not hs.lost}
 
     async def adopt(self, root_id: str) -> None:
         """Open a session this worker just claimed (its holder died or shut down): the lease task
@@ -405,11 +415,22 @@ class SessionHost:
     # -- opening and closing ------------------------------------------------------------------
 
     async def _view(self, view_id: str) -> tuple[HostedSession, View]:
+        """The open session and view of ``view_id``: from memory once its store is open and
+        ready (a command reads no row to find its view), else from the database."""
+        known = self._view_roots.get(str(view_id))
+        hs = self._sessions.get(known) if known is not None else None
+        if hs is not None and hs.runtime is not None and hs.ready.is_set() and not hs.lost:
+            if self.leases is None or self.leases.holds(hs.root_id):
+                view = next((v for v in hs.views.values() if v.view_id == str(view_id)), None)
+                if view is not None:
+                    hs.last_used = time.monotonic()
+                    return hs, view
         config = await database_sync_to_async(selectors.session_config)(str(view_id))
         hs = await self._session(config)
         view = hs.views.get(config.target_id)
         if view is None or view.view_id != config.session_id:
             view = hs.views[config.target_id] = View(config.session_id, config.target_id, kind=config.kind)
+        self._view_roots[config.session_id] = config.root_id
         hs.last_used = time.monotonic()
         return hs, view
 

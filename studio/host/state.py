@@ -38,6 +38,9 @@ class View:
     # the turn ``text_turn``: what the next push continues from, and what a full render shows.
     text_sent: dict[str, StreamState] = field(default_factory=dict)
     text_turn: str = ""
+    # Rows and contexts the page's regions read that change only with the session's settings or
+    # title (``studio.pages.cached``): cleared when the host changes them.
+    cache: dict[Any, Any] = field(default_factory=dict)
 
     @property
     def group(self) -> str:

@@ -2,7 +2,8 @@
 
 A page is parsed into a small element tree (``html.parser``); ``apply(page, push)`` swaps each
 top-level element of ``push`` that carries ``hx-swap-oob``: ``true`` replaces the element with
-the same id, ``beforeend:#id`` appends the element's children to the target. ``html()``
+the same id, ``outerHTML:#id`` replaces the element ``id`` with it, ``beforeend:#id`` appends
+the element's children to the target. ``html()``
 serialises the tree again, so a patched page can be compared with one rendered fresh.
 """
 
@@ -95,6 +96,9 @@ def apply(page: Node, push: str) -> None:
             continue
         if how == "true":
             id = node.attr("id") or ""
+            assert page.replace(id, node), f"no element #{id} to replace"
+        elif how.startswith("outerHTML:#"):
+            id = how.split("#", 1)[1]
             assert page.replace(id, node), f"no element #{id} to replace"
         elif how.startswith("beforeend:#"):
             target = page.find(how.split("#", 1)[1])
