@@ -283,11 +283,11 @@ if STUDIO_DATABASE_URL:
     from studio.database_url import django_database
 
     DATABASES["default"] = django_database(STUDIO_DATABASE_URL)
-# Worker mode: a session is leased to one live worker for this long and renewed every third of
-# it (on a thread of its own, so a busy worker still renews on time); a worker that stops
+# Worker mode: a session is leased to one live worker for this long and renewed every quarter
+# of it (on a thread of its own, so a busy worker still renews on time); a worker that stops
 # renewing (SIGKILL, a frozen process) loses its sessions to a live worker after at most this
-# long plus one sweep (a third of it): about two seconds by default.
-STUDIO_LEASE_SECONDS = float(os.environ.get("STUDIO_LEASE_SECONDS", "2"))
+# long plus one sweep (a quarter of it) plus opening the store: about two seconds.
+STUDIO_LEASE_SECONDS = float(os.environ.get("STUDIO_LEASE_SECONDS", "1.5"))
 # How long a web process waits for a worker's answer before it says no host answered.
 STUDIO_HOST_TIMEOUT = float(os.environ.get("STUDIO_HOST_TIMEOUT", "15"))
 

@@ -1,8 +1,8 @@
 """Session leases (worker mode): which live worker holds which main session, kept in the database.
 
 A worker registers itself (``HostWorker``: its own request channel, a heartbeat) and holds each
-session it serves with a ``SessionLease`` row that it renews every third of
-``STUDIO_LEASE_SECONDS``. All times are the **database's** clock (``Now()``), so workers on
+session it serves with a ``SessionLease`` row that it renews every quarter of
+``STUDIO_LEASE_SECONDS`` (on a thread of its own). All times are the **database's** clock (``Now()``), so workers on
 machines whose clocks disagree still agree on who holds what.
 
 - **Claim** is one conditional ``UPDATE``: the row is taken only if it is free or expired (or
@@ -55,6 +55,8 @@ T = TypeVar("T")
 #: A worker whose heartbeat is older than this many lease lengths is forgotten (its row deleted;
 #: its leases become free). Long, so a frozen worker that wakes up still finds its own row.
 REAP_AFTER_LEASES = 30
+#: A renewal asked for by a change waits this long for the changes that come with it.
+COALESCE_S = 0.05
 
 
 def _in(seconds: float) -> ExpressionWrapper:
@@ -280,10 +282,10 @@ class LeaseKeeper:
     """One worker's leases: registration, heartbeat, renewal, takeover sweeps, clean shutdown.
 
     Implements ``studio.host.contract.SessionLeases``. The heartbeat, the renewal and the sweep's
-    claims run every third of the lease on a **thread of their own** (``studio-leases``, with its
+    claims run every quarter of the lease on a **thread of their own** (``studio-leases``, with its
     own database connection), not on the event loop: a worker whose loop is busy with many
     sessions still renews on time, and a dead worker's sessions are claimed by a live one within a
-    third of a lease of expiring, whatever its loop is doing. What the thread finds — sessions
+    quarter of a lease of expiring, whatever its loop is doing. What the thread finds — sessions
     taken over, sessions claimed — is handed to the loop, which drops or opens them.
     """
 
@@ -306,7 +308,10 @@ class LeaseKeeper:
 
     @property
     def interval(self) -> float:
-        return self.ttl / 3
+        """A renewal and sweep every quarter of the lease: a live worker's lease never comes
+        within three missed renewals of expiring, and a dead one's is claimed within a quarter
+        lease of expiring."""
+        return self.ttl / 4
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: _fresh(fn, *args, **kwargs))
@@ -315,7 +320,7 @@ class LeaseKeeper:
         await self._db(register_worker, self.worker_id, self.channel, self.ttl)
 
     async def start(self) -> None:
-        """Register, then heartbeat, renew and sweep every third of the lease until shutdown."""
+        """Register, then heartbeat, renew and sweep every quarter of the lease until shutdown."""
         await self.register()
         self._loop = asyncio.get_running_loop()
         self._thread = threading.Thread(target=self._run, name="studio-leases-renewal", daemon=True)
@@ -371,6 +376,8 @@ class LeaseKeeper:
                 if self._loop is not None and not self._loop.is_closed():
                     self._loop.call_soon_threadsafe(self._spawn_apply, found)
             self._wake.wait(self.interval)
+            # Changes that come in a burst (fifty turns starting at once) are recorded together.
+            self._stop.wait(COALESCE_S)
             self._wake.clear()
 
     def _cycle(self) -> Cycle:
