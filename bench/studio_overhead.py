@@ -319,8 +319,8 @@ def main() -> None:
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for Studio's processes")
     parser.add_argument(
         "--workers",
-        default="auto",
-        help="run Studio as `manage.py studio --workers N` (auto: one per core; 0: host in daphne); "
+        default=os.environ.get("STUDIO_WORKERS", "0"),
+        help="run Studio as `manage.py studio --workers N` (0, Studio's default: host in daphne; auto: one per core); "
         "'daphne' runs daphne alone with the in-process host (the first Studio's set-up)",
     )
     parser.add_argument("--json", type=Path)

@@ -499,18 +499,3 @@ def live_block_parts(
         pushed = {b.key for b in [*added, *changed]}
         parts.extend(rendering.render_code_mode_parts(live["blocks"], prefix, runs, skip=pushed))
     return parts
-
-
-def render_patch_regions(
-    session_id: str,
-    state: HostState,
-    *,
-    added: list[LiveBlock],
-    changed: list[LiveBlock],
-    ring: bool,
-    controls: bool,
-    trace: bool,
-) -> str:
-    """A live push of the first Studio API: the blocks, the ring, the controls, every Trace tab."""
-    regions = Regions(ring=ring, controls=controls, tasks=trace, plan=trace, usage=trace, records=trace)
-    return render_regions(session_id, state, regions, added=added, changed=changed)

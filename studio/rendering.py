@@ -522,13 +522,3 @@ def render_regions(context: dict[str, Any]) -> str:
 
 def render_template(name: str, context: dict[str, Any]) -> str:
     return render_to_string(name, context)
-
-
-def render_controls(context: dict[str, Any]) -> str:
-    ctx = {**context, "oob": True}
-    return "".join(render_to_string(name, ctx) for name in CONTROL_REGIONS)
-
-
-def render_trace(context: dict[str, Any]) -> str:
-    ctx = {**context, "oob": True}
-    return "".join(render_to_string(name, ctx) for name in TRACE_REGIONS)

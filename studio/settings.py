@@ -227,8 +227,9 @@ else:
 
 STUDIO_HOST_MODE = os.environ.get("STUDIO_HOST_MODE", "inprocess")
 # ``manage.py studio`` on one machine: how many session-host worker processes it starts and
-# supervises beside daphne ("auto": one per core; 0: the host runs inside daphne).
-STUDIO_WORKERS = os.environ.get("STUDIO_WORKERS", "auto")
+# supervises beside daphne ("auto": one per core; 0, the default: the host runs inside daphne,
+# which measured faster to first token and cheaper in CPU on a 2-core machine: docs/benchmarks.md).
+STUDIO_WORKERS = os.environ.get("STUDIO_WORKERS", "0")
 STUDIO_FLUSH_INTERVAL = float(os.environ.get("STUDIO_FLUSH_INTERVAL", "0.025"))
 STUDIO_RUNTIME_IDLE_SECONDS = float(os.environ.get("STUDIO_RUNTIME_IDLE_SECONDS", "900"))
 # Dotted path of an async factory ``(SessionConfig) -> runtime``; empty = agentcore.create_agent.

@@ -55,8 +55,9 @@ T = TypeVar("T")
 #: A worker whose heartbeat is older than this many lease lengths is forgotten (its row deleted;
 #: its leases become free). Long, so a frozen worker that wakes up still finds its own row.
 REAP_AFTER_LEASES = 30
-#: A renewal asked for by a change waits this long for the changes that come with it.
-COALESCE_S = 0.05
+#: A renewal asked for by a change waits this long for the changes that come with it (a crash
+#: sooner than this after a turn starts leaves the session for the next request to move).
+COALESCE_S = 0.25
 
 
 def _in(seconds: float) -> ExpressionWrapper:
@@ -375,9 +376,10 @@ class LeaseKeeper:
             else:
                 if self._loop is not None and not self._loop.is_closed():
                     self._loop.call_soon_threadsafe(self._spawn_apply, found)
-            self._wake.wait(self.interval)
-            # Changes that come in a burst (fifty turns starting at once) are recorded together.
-            self._stop.wait(COALESCE_S)
+            if self._wake.wait(self.interval):
+                # Woken by a change: those that come in a burst (fifty turns starting at once)
+                # are recorded by one renewal.
+                self._stop.wait(COALESCE_S)
             self._wake.clear()
 
     def _cycle(self) -> Cycle:

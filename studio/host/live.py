@@ -28,7 +28,6 @@ from agentcore.events import (
     ApprovalEvent,
     CompactionEvent,
     ContextUsageEvent,
-    PlanEvent,
     RetryEvent,
     TextDeltaEvent,
     ThinkingDeltaEvent,
@@ -84,7 +83,6 @@ class LiveTurn:
     added: list[str] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)
     context_changed: bool = False
-    trace_changed: bool = False
     context_usage: dict[str, int] | None = None
     resumed: bool = False  # continues a request whose earlier messages are already settled
 
@@ -107,7 +105,6 @@ class LiveTurn:
                 block.text = event.reason
         elif isinstance(event, UsageEvent):
             self.boundary = True
-            self.trace_changed = True
         elif isinstance(event, ContextUsageEvent):
             self.context_usage = {"used": event.used, "total": event.total}
             self.context_changed = True
@@ -119,10 +116,7 @@ class LiveTurn:
             else:
                 block.text = "Context compacted."
             self.boundary = True
-        elif isinstance(event, PlanEvent):
-            self.trace_changed = True
         elif isinstance(event, ApprovalEvent):
-            self.trace_changed = True
             block = self._new_block("notice")
             if event.decision == "approved":
                 block.status = "info"
@@ -178,24 +172,22 @@ class LiveTurn:
             block.partial = ""
             block.duration_ms = event.duration_ms
             self.boundary = True
-        self.trace_changed = True
 
     # -- flushing ------------------------------------------------------------------------
 
     @property
     def dirty(self) -> bool:
-        return bool(self.added or self.changed or self.context_changed or self.trace_changed)
+        return bool(self.added or self.changed or self.context_changed)
 
-    def take_changes(self) -> tuple[list[LiveBlock], list[LiveBlock], bool, bool]:
-        """Return (added, changed, context_changed, trace_changed) and reset the marks."""
+    def take_changes(self) -> tuple[list[LiveBlock], list[LiveBlock], bool]:
+        """Return (added, changed, context_changed) and reset the marks."""
         by_key = {b.key: b for b in self.blocks}
         added = [by_key[k] for k in self.added]
         changed = [by_key[k] for k in sorted(self.changed - set(self.added), key=lambda k: int(k[1:]))]
-        result = (added, changed, self.context_changed, self.trace_changed)
+        result = (added, changed, self.context_changed)
         self.added = []
         self.changed = set()
         self.context_changed = False
-        self.trace_changed = False
         return result
 
     def to_dict(self) -> dict[str, Any]:

@@ -112,7 +112,7 @@ class Publisher:
         added: list[LiveBlock] = []
         changed: list[LiveBlock] = []
         if live is not None and live.dirty:
-            added, changed, ring, _trace = live.take_changes()
+            added, changed, ring = live.take_changes()
             regions.ring = regions.ring or ring
         if not (added or changed or regions.any()):
             return False

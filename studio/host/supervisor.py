@@ -1,12 +1,15 @@
-"""``manage.py studio`` on one machine: daphne plus session-host workers, supervised.
+"""``manage.py studio --workers N`` on one machine: daphne plus session-host workers, supervised.
 
-Why workers by default: a runtime's work (the provider stream, the store's commits, folding and
+Why workers: a runtime's work (the provider stream, the store's commits, folding and
 rendering its pushes) is CPU-bound Python, and in daphne's own process it all shares one core
 with the pages, sockets and every other session. So the supervisor starts daphne (pages,
 sockets, relaying pushes) and ``STUDIO_WORKERS`` session-host workers (``runworker
 studio-host``, the same workers as scale mode: they lease sessions through Studio's database and
 take over a dead worker's sessions), and holds the channel layer they share
 (``studio.host.local_layer.LayerHub`` on a Unix socket in the data dir): nothing to install.
+Whether that pays depends on spare cores: on a 2-core machine the split costs more CPU per
+session (every request and push crosses the layer) than it gains, so ``STUDIO_WORKERS``
+defaults to 0 (the host inside daphne); see docs/benchmarks.md for the measurement.
 
 A worker that dies is started again (after a second, so a crash loop does not spin); its
 sessions move to the live workers meanwhile. SIGTERM or Ctrl+C stops everything: workers first

@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from studio import pages
-from studio.host.contract import live_prefix
+from studio.host.contract import Regions, live_prefix
 from studio.host.session_host import SessionHost, set_session_host
 from studio.trace import code_mode_runs
 from tests.e2e import extras_model
@@ -98,9 +98,7 @@ async def test_a_script_and_its_nested_calls_show_live_then_after_reload_and_res
     # A push for a new snapshot alone (no tool event of the script) brings the conversation's
     # block up to date too, not only the Tasks tab.
     held = await code_host.state(sid)
-    patch = await sync_to_async(pages.render_patch_regions)(
-        sid, held, added=[], changed=[], ring=False, controls=False, trace=True
-    )
+    patch = await sync_to_async(pages.render_regions)(sid, held, Regions(tasks=True))
     execution = next(iter(code_mode_runs(held.snapshot).values()))
     assert _calls(_conversation_panel(patch, prefix)) == [
         (str(c["index"]), c["name"], c["status"]) for c in execution["calls"]

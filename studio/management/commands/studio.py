@@ -75,8 +75,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--workers",
             default=None,
-            help="Session-host worker processes beside daphne (default STUDIO_WORKERS: auto = one per core; "
-            "0 = the host inside daphne).",
+            help="Session-host worker processes beside daphne (default STUDIO_WORKERS, 0: the host inside "
+            "daphne; auto = one per core).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
