@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from studio import rendering, selectors, text_stream, trace, trace_records
+from studio.confinement import confinement_of
 from studio.host.contract import HostState, Regions, live_prefix
 from studio.host.live import DELIVERY_PREFIX, LiveBlock, message_text
-from studio.confinement import confinement_of
 from studio.models import Effort, PermissionPolicy, SessionKind, StudioSession
 from studio.stores import location_of
 from studio.trace import code_mode_runs
@@ -110,6 +110,7 @@ def records_context(
     root = session.root or session
     model = root.registered_model
     sections = trace_records.records_sections((snapshot or {}).get("records"))
+    confinement = confinement_of(root)
     context: dict[str, Any] = next(
         (c for c in (snapshot or {}).get("contexts", []) if c.get("target_id") == session.target_id), {}
     )

@@ -7,12 +7,9 @@ event seen twice (a resumed run replays its settled usage) never counts twice.
 
 from __future__ import annotations
 
-import os
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Sum
@@ -35,7 +32,8 @@ from studio.models import (
     UsageRecord,
 )
 from studio.stores import new_store_location
-from studio.workspaces import WorkdirError, resolve_workdir
+from studio.workspaces import WorkdirError as WorkdirError  # raised by session_create (re-exported)
+from studio.workspaces import resolve_workdir
 
 
 def session_create(

@@ -22,8 +22,9 @@ from studio.extensions import build_registry
 from studio.host.contract import HostError
 from studio.host.routing import get_host_client
 from studio.models import RegisteredModel, Run, RunStatus, SessionStatus, StudioSession, ToolCall
-from studio.services import WorkdirError, session_create
+from studio.services import session_create
 from studio.stores import StoreConfigError, location_of, require_reachable, sessions_dir
+from studio.workspaces import WorkdirError
 
 
 class StoreAdminError(Exception):

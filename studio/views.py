@@ -35,6 +35,7 @@ from studio.forms import (
 from studio.host.contract import HostError, HostState
 from studio.host.routing import get_host_client
 from studio.models import Effort, RegisteredModel, StudioSession
+from studio.workspaces import WorkdirError
 
 
 @require_http_methods(["GET"])
@@ -54,7 +55,7 @@ def session_create(request: HttpRequest) -> HttpResponse:
         return _render_list(request, form, status=400)
     try:
         session = services.session_create(owner=request.user, **form.cleaned_data)
-    except services.WorkdirError as exc:
+    except WorkdirError as exc:
         form.add_error("workdir", str(exc))
         return _render_list(request, form, status=400)
     return redirect("studio:session_detail", session_id=session.pk)

@@ -645,7 +645,7 @@ class SessionHost:
         table = await database_sync_to_async(selectors.session_model_table)(hs.root_id)
         await hs.ready.wait()
         if table != hs.config.models:
-            hs.runtime.update_models(table)
+            self._runtime(hs).update_models(table)
             hs.config.models = table
 
     @staticmethod
