@@ -2,11 +2,11 @@
 """One-command set-up for newcomers and CI: ``python3 dev.py studio`` / ``python3 dev.py test``.
 
 Only the standard library is used here, because this runs before anything is installed.
-``studio`` installs the runtime and the ``studio`` extra; ``test`` installs the ``test`` extra
-(which includes ``studio``, ``mcp``, ``codemode`` and ``postgres``) and the Debian packages the
-suite needs (Chromium for browser tests, redis-server for scale-mode tests, PostgreSQL for the
-PostgreSQL store's tests, which start a private server of their own) when they are missing and
-we may use apt (root).
+``studio`` installs the runtime and the ``studio`` extra; ``test`` (ruff, ``mypy --strict`` over
+agentcore and studio, pytest) installs the ``test`` extra (which includes ``studio``, ``mcp``,
+``codemode`` and ``postgres``) and the Debian packages the suite needs (Chromium for browser
+tests, redis-server for scale-mode tests, PostgreSQL for the PostgreSQL store's tests, which
+start a private server of their own) when they are missing and we may use apt (root).
 
 Both commands are idempotent: the virtual environment in ``.venv`` is reused, and packages are
 reinstalled only when ``pyproject.toml`` changed or a command needs an extra that is not
@@ -217,6 +217,7 @@ def cmd_test(args: list[str]) -> None:
     ensure_tools()
     _run(PY, "-m", "ruff", "check", ".")
     _run(PY, "-m", "mypy", "--strict", "agentcore")
+    _run(PY, "-m", "mypy", "--strict", "studio")
     result = subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT)
     sys.exit(result.returncode)
 

@@ -64,6 +64,7 @@ from agentcore.tracing import Tracer, resolve_tracing
 if TYPE_CHECKING:  # the session protocol loads only for runtimes that use it
     from agentcore.session.driver import SessionDriver
     from agentcore.session.options import SessionOptions
+    from agentcore.session.snapshot import SessionSnapshot
 
 
 class AgentRuntime:
@@ -267,9 +268,17 @@ class AgentRuntime:
 
     def snapshot(self) -> dict[str, Any]:
         """The current session snapshot (SPEC S3) as JSON-ready data; session mode only."""
+        return self.session_snapshot().model_dump(mode="json")
+
+    def session_snapshot(self, *, published: bool = False) -> SessionSnapshot:
+        """The current session snapshot as its typed model (no JSON round trip); session mode.
+
+        ``published=True``: the caller shows this snapshot itself (a host right after a
+        command), so ``serve()`` does not yield a ``session`` event for the same state again —
+        the snapshot is built once per change, not twice. A later change is published as usual."""
         if self.session is None:
             raise AgentError(SESSION_NOT_ENABLED, "the session protocol is not enabled: pass session={...}")
-        return self.session.snapshot().model_dump(mode="json")
+        return self.session.snapshot(published=published)
 
     @property
     def pending_request_id(self) -> str | None:

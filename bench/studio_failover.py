@@ -228,7 +228,7 @@ async def load_ttft(bench: Bench, workers: int, sessions: int) -> tuple[list[flo
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lease", type=float, default=10.0, help="STUDIO_LEASE_SECONDS (default 10)")
+    parser.add_argument("--lease", type=float, default=1.5, help="STUDIO_LEASE_SECONDS (default 1.5, as Studio's)")
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="3 kills, 20 sessions")

@@ -3,26 +3,35 @@
 A fake provider (``agentcore.testing.FakeProviderServer`` in a child process, its writer
 wrapped) streams each session's answer as numbered tokens (``zq<session>x<token>``) paced like a
 model (``--pace-ms`` apart) and stamps the moment each token's bytes are handed to the socket.
-Studio (a real daphne, in-process session host, in-memory channel layer, ``DJANGO_DEBUG=0``)
-runs one session per WebSocket client; each client stamps every frame as it arrives. All three
-processes read the same clock (``time.monotonic``, CLOCK_MONOTONIC). Per token:
+Studio (a real daphne with its default single-machine set-up, ``DJANGO_DEBUG=0``) runs one
+session per WebSocket client; each client stamps every frame as it arrives. All processes read
+the same clock (``time.monotonic``, CLOCK_MONOTONIC). Per token:
 
     added delay = first frame that shows the token at the client − token sent by the provider
 
 so the model's pacing and the tools are out of the number; the client's own frame handling is
-in it (kept to a timestamp and a copy; parsing happens after the run). One untimed session
-warms daphne up first (agentcore's imports, template loading). Reported, per size:
-median and p95 over every token of every session; the **TTFT overhead** (the same delay for each
-session's first token); submit → request (prompt POST → the provider receives the request);
-frames and KB per session; daphne's CPU ms per session (the run's whole cost in Studio).
+in it (kept to a timestamp and a copy; parsing happens after the run).
 
-``STUDIO_FLUSH_INTERVAL`` (the host's batching window, default 0.075 s) bounds what any frame
-can do: pass ``--flush-interval 0.02`` to see how much of the delay is that window.
+**The sessions really run at once.** Each size first opens all N pages (a GET that opens the
+session's runtime) and their WebSockets (each waits for its first full render), and only then
+posts the N prompts together; ``overlap`` says how many streams the provider had in flight at
+one instant (N when the prompts are truly concurrent). One untimed session warms daphne up
+first (imports, template loading). Reported per size: median / p95 / max over every token of
+every session; the **TTFT overhead** (the same delay for each session's first token); the
+first token's time after the prompt POST (p95, seconds: the 200-session target); submit →
+request (prompt POST → the provider has the request); frames per session, **bytes on the
+socket per token** and the largest frame; **Studio's CPU per session** (daphne plus every
+process below it, e.g. session-host workers) split into *open* (page + socket + runtime) and
+*turn* (prompt POST → the turn's end). A long-answer case (``--long-tokens``, default 2,000
+tokens, at ``--long-sizes``) shows whether bytes per token stay constant as the answer grows.
+
+``--flush-interval S`` sets ``STUDIO_FLUSH_INTERVAL``; ``--env NAME=VALUE`` any other setting.
 ``--profile out.txt`` samples daphne with py-spy for the whole run (read it with
 ``bench/profile_top.py``).
 
-    python bench/studio_overhead.py [--sizes 1,10,50,200] [--tokens 60] [--pace-ms 20]
-                                    [--rounds-1 5] [--flush-interval S] [--profile out.txt] [--json out.json]
+    python bench/studio_overhead.py [--sizes 1,10,50,200] [--tokens 60] [--long-tokens 2000]
+                                    [--long-sizes 1] [--pace-ms 20] [--rounds-1 5]
+                                    [--flush-interval S] [--env K=V] [--profile out.txt] [--json out.json]
 """
 
 from __future__ import annotations
@@ -43,10 +52,12 @@ from loopkit import ProviderProcess, machine
 from studiokit import ROOT, StudioProcess
 
 from agentcore.engine.fragments import FLUSH_INTERVAL_S
+from studio.host.supervisor import worker_count
 
 MARK = re.compile(r"zq(\d{3})x(\d{4})")
 MARK_BYTES = re.compile(rb"zq\d{3}x\d{4}")
 SESSION = re.compile(r"bench session (\d+)")
+TOKENS = re.compile(r"answer in (\d+) tokens")
 
 
 def _p95(values: list[float]) -> float:
@@ -87,8 +98,10 @@ def _serve(tokens: int, pace_s: float) -> None:
             return [Text("ok"), Usage(input=10, output=1), Stop("stop")]
         k = int(match.group(1))
         stamps.setdefault(f"request {k}", time.monotonic())
-        chunks = [f"zq{k:03d}x{i:04d} " for i in range(tokens)]
-        return [Text("", chunks=chunks, pace_s=pace_s), Usage(input=100, output=tokens), Stop("stop")]
+        wanted = TOKENS.search(text)
+        count = int(wanted.group(1)) if wanted else tokens
+        chunks = [f"zq{k:03d}x{i:04d} " for i in range(count)]
+        return [Text("", chunks=chunks, pace_s=pace_s), Usage(input=100, output=count), Stop("stop")]
 
     class StampingServer(FakeProviderServer):
         async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -117,58 +130,108 @@ class Watch:
     k: int
     session_id: str
     posted: float = 0.0
+    ended: float = 0.0
     frames: list[tuple[float, str]] = field(default_factory=list)
     error: str = ""
 
 
-async def watch(studio: StudioProcess, http: Any, w: Watch, tokens: int, limit: float) -> None:
+async def open_page(studio: StudioProcess, http: Any, w: Watch, limit: float) -> Any:
+    """Open the session's page (which opens its runtime) and its socket; returns the socket
+    once the initial full render arrived."""
     import websockets
 
-    last = f"zq{w.k:03d}x{tokens - 1:04d}"
+    page = await http.get(f"/sessions/{w.session_id}/")
+    page.raise_for_status()
     ws_url = studio.base.replace("http", "ws") + f"/ws/sessions/{w.session_id}/"
     headers = {"Cookie": studio.cookie, "Origin": studio.base}
+    ws = await websockets.connect(ws_url, additional_headers=headers, max_size=None)
+    await asyncio.wait_for(ws.recv(), limit)  # the initial full render
+    return ws
+
+
+async def stream(http: Any, ws: Any, w: Watch, tokens: int, limit: float) -> None:
+    """Post the prompt, record every frame until the turn ended (the last token was shown,
+    then a frame with the idle status pill)."""
+    last = f"zq{w.k:03d}x{tokens - 1:04d}"
     try:
-        async with websockets.connect(ws_url, additional_headers=headers, max_size=None) as ws:
-            await asyncio.wait_for(ws.recv(), limit)  # the initial full render
-            w.posted = time.monotonic()
-            response = await http.post(
-                f"/sessions/{w.session_id}/prompt/",
-                data={"prompt": f"bench session {w.k}: stream please", "agent": "build"},
-                headers={"HX-Request": "true"},
-            )
-            response.raise_for_status()
-            deadline = time.monotonic() + limit
-            while True:
-                frame = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic()))
-                w.frames.append((time.monotonic(), frame if isinstance(frame, str) else frame.decode()))
-                text = w.frames[-1][1]
-                if last in text and 'id="live-turn"' not in text and "pill-idle" in text:
-                    return
+        w.posted = time.monotonic()
+        response = await http.post(
+            f"/sessions/{w.session_id}/prompt/",
+            data={"prompt": f"bench session {w.k}: answer in {tokens} tokens", "agent": "build"},
+            headers={"HX-Request": "true"},
+        )
+        response.raise_for_status()
+        deadline = time.monotonic() + limit
+        shown_last = False
+        while True:
+            frame = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic()))
+            w.frames.append((time.monotonic(), frame if isinstance(frame, str) else frame.decode()))
+            text = w.frames[-1][1]
+            shown_last = shown_last or last in text
+            if shown_last and "pill-idle" in text:
+                w.ended = time.monotonic()
+                return
     except Exception as exc:
         w.error = f"{type(exc).__name__}: {exc}"
 
 
-async def run_size(studio: StudioProcess, sessions: list[Watch], tokens: int, limit: float) -> None:
+@dataclass
+class SizeRun:
+    """What one round of N sessions measured besides the frames: CPU split by phase."""
+
+    open_cpu_s: float = 0.0
+    prompt_cpu_s: float = 0.0
+    open_wall_s: float = 0.0
+    turn_roles: dict[str, float] = field(default_factory=dict)  # prompt → turn end, CPU s per role
+
+
+async def run_size(studio: StudioProcess, sessions: list[Watch], tokens: int, limit: float) -> SizeRun:
+    """All N pages (and their runtimes) and sockets open first, then the N prompts at once."""
     import httpx
 
     headers = {"Cookie": studio.cookie, "X-CSRFToken": studio.csrf}
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
+    run = SizeRun()
     async with httpx.AsyncClient(base_url=studio.base, headers=headers, limits=limits, timeout=limit) as http:
-        await asyncio.gather(*(watch(studio, http, w, tokens, limit) for w in sessions))
+        cpu0, wall0 = studio.cpu_seconds(), time.monotonic()
+        sockets = await asyncio.gather(*(open_page(studio, http, w, limit) for w in sessions))
+        cpu1, roles1 = studio.cpu_seconds(), studio.cpu_by_role()
+        run.open_cpu_s, run.open_wall_s = cpu1 - cpu0, time.monotonic() - wall0
+        # One gather: every task posts its prompt in the same turn of the loop.
+        await asyncio.gather(*(stream(http, ws, w, tokens, limit) for ws, w in zip(sockets, sessions, strict=True)))
+        run.prompt_cpu_s = studio.cpu_seconds() - cpu1
+        run.turn_roles = {role: cpu - roles1.get(role, 0.0) for role, cpu in studio.cpu_by_role().items()}
+        for ws in sockets:
+            await ws.close()
+    return run
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """The largest number of intervals open at one instant."""
+    edges = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    best = now = 0
+    for _at, step in edges:
+        now += step
+        best = max(best, now)
+    return best
 
 
 def analyse(sessions: list[Watch], stamps: dict[str, float], tokens: int) -> dict[str, Any]:
     delays: list[float] = []
     ttft: list[float] = []
+    first_token: list[float] = []
     submit: list[float] = []
+    streams: list[tuple[float, float]] = []
     missing = 0
     frames = 0
     size = 0
+    largest = 0
     for w in sessions:
         seen: dict[int, float] = {}
         for at, text in w.frames:
             frames += 1
-            size += len(text)
+            size += len(text.encode())
+            largest = max(largest, len(text.encode()))
             for match in MARK.finditer(text):
                 if int(match.group(1)) == w.k:
                     seen.setdefault(int(match.group(2)), at)
@@ -180,20 +243,31 @@ def analyse(sessions: list[Watch], stamps: dict[str, float], tokens: int) -> dic
             delays.append((seen[i] - sent) * 1000)
             if i == 0:
                 ttft.append((seen[i] - sent) * 1000)
+                if w.posted:
+                    first_token.append(seen[i] - w.posted)
+        first = stamps.get(f"zq{w.k:03d}x0000")
+        final = stamps.get(f"zq{w.k:03d}x{tokens - 1:04d}")
+        if first is not None and final is not None:
+            streams.append((first, final))
         if f"request {w.k}" in stamps and w.posted:
             submit.append((stamps[f"request {w.k}"] - w.posted) * 1000)
     return {
         "sessions": len(sessions),
         "errors": [w.error for w in sessions if w.error],
         "missing_tokens": missing,
+        "max_overlap": max_overlap(streams),
         "delay_median_ms": statistics.median(delays) if delays else None,
         "delay_p95_ms": _p95(delays) if delays else None,
         "delay_max_ms": max(delays) if delays else None,
         "ttft_median_ms": statistics.median(ttft) if ttft else None,
         "ttft_p95_ms": _p95(ttft) if ttft else None,
+        "first_token_p95_s": _p95(first_token) if first_token else None,
         "submit_median_ms": statistics.median(submit) if submit else None,
+        "submits": sorted(submit),
         "frames_per_session": frames / max(1, len(sessions)),
         "kb_per_session": size / 1024 / max(1, len(sessions)),
+        "bytes_per_token": size / max(1, len(sessions) * tokens),
+        "largest_frame_kb": largest / 1024,
     }
 
 
@@ -201,10 +275,35 @@ def _fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
+HEADER = (
+    f"{'N':>4}{'tokens':>7}{'overlap':>8}{'delay med':>10}{'p95':>7}{'max':>7}{'TTFT med':>9}{'p95':>7}"
+    f"{'1st tok p95 s':>14}{'submit→req':>11}{'frames':>7}{'B/token':>8}{'max KB':>7}"
+    f"{'cpu open':>9}{'cpu turn':>9}  notes"
+)
+
+
+def _row(r: dict[str, Any]) -> str:
+    notes = f"{len(r['errors'])} errors: {r['errors'][:1]}" if r["errors"] else ""
+    if r["missing_tokens"]:
+        notes += f" {r['missing_tokens']} tokens never seen"
+    first = "—" if r["first_token_p95_s"] is None else f"{r['first_token_p95_s']:.2f}"
+    roles = " ".join(f"{role} {ms:.0f}" for role, ms in r["cpu_turn_ms_by_role"].items())
+    notes += f" [turn cpu: {roles}; submit→req max {_fmt(r['submit_max_ms'])}]"
+    return (
+        f"{r['size']:>4}{r['tokens']:>7}{r['max_overlap']:>8}{_fmt(r['delay_median_ms']):>10}"
+        f"{_fmt(r['delay_p95_ms']):>7}{_fmt(r['delay_max_ms']):>7}{_fmt(r['ttft_median_ms']):>9}"
+        f"{_fmt(r['ttft_p95_ms']):>7}{first:>14}{_fmt(r['submit_median_ms']):>11}{r['frames_per_session']:>7.1f}"
+        f"{r['bytes_per_token']:>8.0f}{r['largest_frame_kb']:>7.1f}{r['cpu_open_ms_per_session']:>9.1f}"
+        f"{r['cpu_turn_ms_per_session']:>9.1f}  {notes}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,10,50,200")
     parser.add_argument("--tokens", type=int, default=60)
+    parser.add_argument("--long-tokens", type=int, default=2000, help="the long answer's tokens (0: no long case)")
+    parser.add_argument("--long-sizes", default="1", help="concurrent sessions of the long case")
     parser.add_argument("--pace-ms", type=float, default=20.0)
     parser.add_argument("--rounds-1", type=int, default=5, help="sequential rounds pooled for N = 1")
     parser.add_argument("--flush-interval", help="STUDIO_FLUSH_INTERVAL for daphne (seconds)")
@@ -213,17 +312,28 @@ def main() -> None:
         type=float,
         help="what-if: agentcore's fragment commit window in daphne (default 20 ms), see studio_whatif.py",
     )
-    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--debug", action="store_true", help="DJANGO_DEBUG=1 (records every SQL query)")
     parser.add_argument("--profile", type=Path, help="sample daphne with py-spy into this file (collapsed stacks)")
+    parser.add_argument("--profile-threads", action="store_true", help="profile every thread, not only the GIL's")
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for Studio's processes")
+    parser.add_argument(
+        "--workers",
+        default=os.environ.get("STUDIO_WORKERS", "0"),
+        help="run Studio as `manage.py studio --workers N` (0, Studio's default: host in daphne; auto: one per core); "
+        "'daphne' runs daphne alone with the in-process host (the first Studio's set-up)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--serve", nargs=2, type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         _serve(int(args.serve[0]), args.serve[1] / 1000)
         return
-    sizes = [int(n) for n in args.sizes.split(",")]
+    cases = [(int(n), args.tokens) for n in args.sizes.split(",") if n]
+    if args.long_tokens:
+        cases += [(int(n), args.long_tokens) for n in args.long_sizes.split(",") if n]
     env = {"STUDIO_FLUSH_INTERVAL": args.flush_interval} if args.flush_interval else {}
+    env |= dict(item.split("=", 1) for item in args.env)
     if args.agent_flush_ms is not None:
         env |= {
             "STUDIO_RUNTIME_FACTORY": "studio_whatif.factory",
@@ -236,16 +346,19 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     print(machine())
     print(
-        f"{args.tokens} tokens per answer, {args.pace_ms:g} ms apart; STUDIO_FLUSH_INTERVAL="
-        f"{args.flush_interval or 'default (0.075)'}; agentcore fragment window "
+        f"{args.pace_ms:g} ms between tokens; STUDIO_FLUSH_INTERVAL="
+        f"{args.flush_interval or 'default'}; agentcore fragment window "
         f"{args.agent_flush_ms if args.agent_flush_ms is not None else f'default ({FLUSH_INTERVAL_S * 1000:g})'} ms; "
-        f"DEBUG={'1' if args.debug else '0'}; delays in ms"
+        f"DEBUG={'1' if args.debug else '0'}; {env or ''}"
     )
     print(
-        f"{'N':>4}{'delay med':>11}{'delay p95':>11}{'max':>8}{'TTFT med':>10}{'TTFT p95':>10}"
-        f"{'submit→req':>12}{'frames':>8}{'KB':>7}{'daphne cpu/sess':>18}  notes"
+        "every page, socket and runtime opens first, then all prompts are posted at once; overlap = most "
+        "streams in flight together; delays in ms; cpu = Studio's processes (daphne + workers), ms per session"
     )
-    with ProviderProcess(server_cmd) as provider, StudioProcess(debug=args.debug, env=env) as studio:
+    print(HEADER)
+    workers = None if args.workers == "daphne" else worker_count(args.workers)
+    print(f"Studio: {'daphne alone' if workers is None else f'manage.py studio --workers {workers}'}")
+    with ProviderProcess(server_cmd) as provider, StudioProcess(debug=args.debug, env=env, workers=workers) as studio:
         from studio import services
         from studio.models import RegisteredModel
 
@@ -258,51 +371,50 @@ def main() -> None:
             api_key="k",
             attributes={"context_window": 128000, "max_tokens": 4096, "reasoning": False},
         )
+
+        def new_session() -> str:
+            return str(
+                services.session_create(
+                    owner=studio.user,
+                    registered_model=model,
+                    workdir="",
+                    permission_policy="read-only",
+                    effort="low",
+                    mode="build",
+                ).pk
+            )
+
         k = 0
-        warm = services.session_create(
-            owner=studio.user,
-            registered_model=model,
-            workdir="",
-            permission_policy="read-only",
-            effort="low",
-            mode="build",
-        )
-        asyncio.run(run_size(studio, [Watch(999, str(warm.pk))], args.tokens, args.timeout))  # imports, first renders
+        asyncio.run(run_size(studio, [Watch(999, new_session())], args.tokens, args.timeout))  # imports, renders
         if args.profile:
-            studio.py_spy(args.profile)
-        for n in sizes:
-            rounds = args.rounds_1 if n == 1 else 1
+            studio.py_spy(args.profile, gil=not args.profile_threads)
+        for n, tokens in cases:
+            rounds = args.rounds_1 if n == 1 and tokens == args.tokens else 1
             watched: list[Watch] = []
-            cpu_start = studio.cpu_seconds()
+            runs: list[SizeRun] = []
             for _ in range(rounds):
                 batch = []
                 for _ in range(n):
-                    session = services.session_create(
-                        owner=studio.user,
-                        registered_model=model,
-                        workdir="",
-                        permission_policy="read-only",
-                        effort="low",
-                        mode="build",
-                    )
-                    batch.append(Watch(k, str(session.pk)))
+                    batch.append(Watch(k, new_session()))
                     k += 1
-                asyncio.run(run_size(studio, batch, args.tokens, args.timeout))
+                runs.append(asyncio.run(run_size(studio, batch, tokens, args.timeout)))
                 watched += batch
-            cpu = studio.cpu_seconds() - cpu_start
-            result = analyse(watched, provider.control("/_fake/stamps"), args.tokens)
-            result.update(size=n, rounds=rounds, daphne_cpu_ms_per_session=cpu * 1000 / len(watched))
-            results.append(result)
-            notes = f"{len(result['errors'])} errors: {result['errors'][:1]}" if result["errors"] else ""
-            if result["missing_tokens"]:
-                notes += f" {result['missing_tokens']} tokens never seen"
-            print(
-                f"{n:>4}{_fmt(result['delay_median_ms']):>11}{_fmt(result['delay_p95_ms']):>11}"
-                f"{_fmt(result['delay_max_ms']):>8}{_fmt(result['ttft_median_ms']):>10}{_fmt(result['ttft_p95_ms']):>10}"
-                f"{_fmt(result['submit_median_ms']):>12}{result['frames_per_session']:>8.1f}"
-                f"{result['kb_per_session']:>7.0f}{result['daphne_cpu_ms_per_session']:>18.1f}  {notes}",
-                flush=True,
+            result = analyse(watched, provider.control("/_fake/stamps"), tokens)
+            result.update(
+                size=n,
+                tokens=tokens,
+                rounds=rounds,
+                cpu_open_ms_per_session=sum(r.open_cpu_s for r in runs) * 1000 / len(watched),
+                cpu_turn_ms_per_session=sum(r.prompt_cpu_s for r in runs) * 1000 / len(watched),
+                open_wall_s=max(r.open_wall_s for r in runs),
+                cpu_turn_ms_by_role={
+                    role: sum(r.turn_roles.get(role, 0.0) for r in runs) * 1000 / len(watched)
+                    for role in sorted({role for r in runs for role in r.turn_roles})
+                },
+                submit_max_ms=max(submits) if (submits := result.get("submits")) else None,
             )
+            results.append(result)
+            print(_row(result), flush=True)
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -311,7 +423,7 @@ def main() -> None:
                 default=str,
             )
         )
-    if any(r["errors"] for r in results):
+    if any(r["errors"] or r["missing_tokens"] for r in results):
         sys.exit(1)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 async def factory(config: Any) -> Any:
     from agentcore.engine import fragments
-    from studio.hosts import agentcore_runtime_factory
+    from studio.host.factory import agentcore_runtime_factory
 
     fragments.FLUSH_INTERVAL_S = float(os.environ["BENCH_AGENT_FLUSH_S"])
     return await agentcore_runtime_factory(config)

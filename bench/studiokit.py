@@ -29,10 +29,39 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """``pid``'s user + system CPU time, with its reaped children's (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children, their children, ...)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        for child in parents.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
 class StudioProcess:
     """Context manager: a migrated data dir, Django set up here, daphne serving it."""
 
-    def __init__(self, *, debug: bool = False, env: dict[str, str] | None = None) -> None:
+    def __init__(self, *, debug: bool = False, env: dict[str, str] | None = None, workers: int | None = None) -> None:
+        """``workers``: run Studio as ``manage.py studio --workers N`` does (daphne plus N
+        supervised session-host workers; 0 = the host inside daphne); None: daphne alone."""
         self.data_dir = Path(tempfile.mkdtemp(prefix="studio-bench-"))
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -49,6 +78,7 @@ class StudioProcess:
             "STUDIO_LOG_LEVEL": "WARNING",
             **(env or {}),
         }
+        self.workers = workers
         self.cookie = ""
         self.csrf = ""
         self.user: Any = None
@@ -81,8 +111,11 @@ class StudioProcess:
         self.csrf = get_random_string(32)  # an unmasked secret is valid as both cookie and header
         self.cookie = f"sessionid={client.cookies['sessionid'].value}; csrftoken={self.csrf}"
         self._log = open(self.data_dir / "daphne.log", "wb")
+        serve = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "studio.asgi:application"]
+        if self.workers is not None:
+            serve = [sys.executable, "manage.py", "studio", "--port", str(self.port), "--workers", str(self.workers)]
         self._server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "studio.asgi:application"],
+            serve,
             cwd=ROOT,
             env=self.env,
             stdout=self._log,
@@ -108,26 +141,68 @@ class StudioProcess:
             self._log.close()
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU seconds so far per role: ``daphne``, ``workers`` (session-host worker processes),
+        ``supervisor`` (``manage.py studio`` with its channel layer hub)."""
+        roles: dict[str, float] = {}
+        for pid in [self.pid, *descendants(self.pid)]:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            role = "daphne" if b"daphne" in cmdline else "workers" if b"runworker" in cmdline else "supervisor"
+            roles[role] = roles.get(role, 0.0) + process_cpu_seconds(pid)
+        return roles
+
+    def daphne_pid(self) -> int:
+        """daphne's process (the supervisor's child when Studio runs with workers)."""
+        if self.workers is None:
+            return self.pid
+        for pid in descendants(self.pid):
+            try:
+                if b"daphne" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return pid
+            except OSError:
+                continue
+        return self.pid
+
     @property
     def pid(self) -> int:
         assert self._server is not None
         return self._server.pid
 
     def cpu_seconds(self) -> float:
-        """daphne's user + system CPU time so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """The CPU time (user + system) of Studio's whole process tree so far: daphne, every
+        live descendant (session-host workers) and the descendants that already exited."""
+        total = 0.0
+        for pid in [self.pid, *descendants(self.pid)]:
+            total += process_cpu_seconds(pid)
+        return total
 
-    def py_spy(self, out: Path, rate: int = 250) -> None:
+    def py_spy(self, out: Path, rate: int = 250, *, gil: bool = True) -> None:
         """Start sampling daphne with py-spy (collapsed stacks, ``bench/profile_top.py`` reads them).
 
         ``--gil``: only the thread holding the GIL is sampled, so the shares are of daphne's
-        Python CPU time (threads parked in the executor pools would otherwise dominate)."""
+        Python CPU time (threads parked in the executor pools would otherwise dominate);
+        ``gil=False`` samples every thread that is on the CPU, named (``--threads``): where time
+        goes that does not hold the GIL (SQLite, sanitising in Rust, socket I/O)."""
         exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         if not Path(exe).exists():
             raise RuntimeError("py-spy is not installed: pip install py-spy (it is in the bench extra)")
         self._spy = subprocess.Popen(
-            [exe, "record", "--pid", str(self.pid), "--gil", "--format", "raw", "--rate", str(rate), "-o", str(out)],
+            [
+                exe,
+                "record",
+                "--pid",
+                str(self.pid),
+                *(["--gil"] if gil else ["--threads"]),
+                "--format",
+                "raw",
+                "--rate",
+                str(rate),
+                "-o",
+                str(out),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

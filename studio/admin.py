@@ -29,7 +29,7 @@ from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from studio import services
+from studio import store_admin
 from studio.models import Approval, RegisteredModel, Run, SessionStore, StudioSession, ToolCall, UsageRecord
 from studio.stores import location_of
 
@@ -221,8 +221,8 @@ def export_store(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Q
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         destination = _exports_dir() / f"{store.pk}-{stamp}.sqlite"
         try:
-            services.store_export(str(store.pk), destination)
-        except services.StoreAdminError as exc:
+            store_admin.store_export(str(store.pk), destination)
+        except store_admin.StoreAdminError as exc:
             modeladmin.message_user(request, f"{store}: export failed. {exc}", messages.ERROR)
         else:
             modeladmin.message_user(request, f"{store}: exported to {destination}", messages.SUCCESS)
@@ -234,8 +234,8 @@ def _release_from_host(session_id: str) -> str:
     Returns an error message when a run is in progress ("" otherwise). A host that does not
     answer (worker mode, no worker) holds nothing: the owner lock decides in the end.
     """
-    from studio.host_routing import get_host_client
-    from studio.host_session import HostError
+    from studio.host.contract import HostError
+    from studio.host.routing import get_host_client
 
     try:
         async_to_sync(get_host_client().call)("release", session_id)
@@ -253,8 +253,8 @@ def cancel_offline(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset:
             modeladmin.message_user(request, f"{store}: {busy}", messages.ERROR)
             continue
         try:
-            result = services.store_cancel_offline(store)
-        except services.StoreAdminError as exc:
+            result = store_admin.store_cancel_offline(store)
+        except store_admin.StoreAdminError as exc:
             modeladmin.message_user(request, f"{store}: cancel failed. {exc}", messages.ERROR)
             continue
         ended = len(result.get("cancelled_requests", []))
@@ -302,9 +302,9 @@ class StoreImportForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         sessions = StudioSession.objects.select_related("owner").order_by("-last_activity")
-        self.fields["session"].queryset = sessions  # type: ignore[attr-defined]
-        self.fields["owner"].queryset = get_user_model().objects.order_by("username")  # type: ignore[attr-defined]
-        self.fields["registered_model"].queryset = RegisteredModel.objects.filter(enabled=True)  # type: ignore[attr-defined]
+        self.fields["session"].queryset = sessions
+        self.fields["owner"].queryset = get_user_model().objects.order_by("username")
+        self.fields["registered_model"].queryset = RegisteredModel.objects.filter(enabled=True)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -377,7 +377,7 @@ class SessionStoreAdmin(SessionTitleAdmin):
         if request.method == "POST" and form.is_valid():
             try:
                 session = self._import(form.cleaned_data)
-            except services.StoreAdminError as exc:
+            except store_admin.StoreAdminError as exc:
                 form.add_error(None, str(exc))
             else:
                 self.message_user(request, f"Imported the store into “{session}”.", messages.SUCCESS)
@@ -392,7 +392,7 @@ class SessionStoreAdmin(SessionTitleAdmin):
         return TemplateResponse(request, "admin/studio/sessionstore/import.html", context)
 
     def _import(self, data: dict[str, Any]) -> StudioSession:
-        options = {
+        options: dict[str, Any] = {
             "session": data.get("session"),
             "owner": data.get("owner"),
             "registered_model": data.get("registered_model"),
@@ -401,7 +401,7 @@ class SessionStoreAdmin(SessionTitleAdmin):
         }
         upload = data.get("source_file")
         if upload is None:
-            return services.store_import(source=data["source_path"].strip(), **options)
+            return store_admin.store_import(source=data["source_path"].strip(), **options)
         incoming = Path(settings.STUDIO_DATA_DIR) / "imports"
         incoming.mkdir(parents=True, exist_ok=True)
         # A private folder per upload: the copy and its lock sidecar go away together.
@@ -411,7 +411,7 @@ class SessionStoreAdmin(SessionTitleAdmin):
                 for chunk in upload.chunks():
                     out.write(chunk)
             title = options["title"] or f"Imported {Path(upload.name).stem}"[:200]
-            return services.store_import(source=name, **{**options, "title": title})
+            return store_admin.store_import(source=name, **{**options, "title": title})
 
     @admin.display(description="Store")
     def store_file(self, obj: SessionStore) -> str:

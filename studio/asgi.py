@@ -2,7 +2,7 @@
 
 The ``channel`` route is used by ``manage.py runworker studio-host`` in worker mode: a worker
 process consumes the shared host channel and a request channel of its own, and runs the
-sessions it holds a lease on (``studio.host_routing``, ``studio.leases``).
+sessions it holds a lease on (``studio.host.routing``, ``studio.host.leases``).
 """
 
 import os
@@ -15,7 +15,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
 django_asgi_app = get_asgi_application()
 
-from studio.host_routing import HOST_CHANNEL, HostWorkerConsumer  # noqa: E402
+from studio.host.routing import HOST_CHANNEL, HostWorkerConsumer  # noqa: E402
 from studio.routing import websocket_urlpatterns  # noqa: E402
 
 _host_channels = {HOST_CHANNEL: HostWorkerConsumer.as_asgi()}

@@ -1,6 +1,6 @@
 """The session watcher: one WebSocket per open session page.
 
-It never runs anything (runs live in ``studio.hosts``); it authenticates, joins the session's
+It never runs anything (runs live in ``studio.host.session_host``); it authenticates, joins the session's
 group, renders the current state once, then forwards the host's pushes in order. Each push has
 a sequence number; a watcher that sees a gap (a frame dropped by a full channel, or a new host
 epoch after a restart) re-renders every region from a fresh host state instead of applying a
@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from studio import selectors
-from studio.host_routing import get_host_client
-from studio.host_session import HostError
+from studio import pages, selectors
+from studio.host.contract import HostError
+from studio.host.routing import get_host_client
 
 log = logging.getLogger("studio.consumers")
 
@@ -55,7 +56,34 @@ class SessionConsumer(AsyncWebsocketConsumer):
         # Join before reading the state: every push after the state's seq is then delivered.
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self.resync()
+        if not await self._page_is_current():
+            await self.resync()
+
+    async def _page_is_current(self) -> bool:
+        """The page was rendered at the host's current state (its URL says which): it needs no
+        second render, only a sign that the socket is listening (``#host-sync``)."""
+        query = parse_qs((self.scope.get("query_string") or b"").decode())
+        shown = (query.get("epoch", [""])[0], query.get("seq", [""])[0], query.get("term", [""])[0])
+        if not shown[0]:
+            return False
+        try:
+            epoch, seq, term = await get_host_client().call("position", self.session_id)
+        except HostError:
+            return False
+        if (str(epoch), str(seq), str(term)) != shown:
+            return False
+        self.epoch, self.seq, self.term = str(epoch), int(seq), int(term)
+        await self.send(text_data=f'<span id="host-sync" hx-swap-oob="true" hidden data-seq="{int(seq)}"></span>')
+        return True
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """A push is relayed without touching the database, so it skips what Channels does
+        before every handler (``aclose_old_connections``: a hop to the database thread per
+        frame, the largest part of a relay's cost); everything else dispatches as usual."""
+        if message.get("type") == "session.push":
+            await self.session_push(message)
+            return
+        await super().dispatch(message)
 
     async def disconnect(self, code: int) -> None:
         if self.group:
@@ -87,7 +115,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             self.banner = True
             await self.send(text_data=_host_error_banner(exc.message))
             return
-        html = await database_sync_to_async(selectors.render_full_regions)(self.session_id, state)
+        html = await database_sync_to_async(pages.render_full_regions)(self.session_id, state)
         if state.term < self.term:
             return  # a stale holder answered before it learned it lost the session
         self.epoch, self.seq, self.term = state.epoch, state.seq, state.term

@@ -6,7 +6,7 @@ library (psycopg is checked for, not imported). The URL is libpq's
 database, user and password (and every other query parameter as a connection option), and
 agentcore opens each session's store in that database as ``?store=<main session id>`` (see
 ``studio.stores``). One database for both is what makes one setting enough: the lease table
-(``studio.leases``) and the stores' advisory locks live side by side.
+(``studio.host.leases``) and the stores' advisory locks live side by side.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from studio import trace
-from studio.live import LiveBlock, clip, key_argument
+from studio.host.live import LiveBlock, clip, key_argument
 
 _ALLOWED_TAGS = {
     "a", "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote",
@@ -99,6 +99,13 @@ def render_markdown(text: str) -> SafeString:
     if not text:
         return mark_safe("")
     return mark_safe(sanitize_html(_MD.render(text)))
+
+
+def render_inline(text: str) -> SafeString:
+    """Inline Markdown (no paragraph) → sanitised HTML: a streaming paragraph's pieces."""
+    if not text:
+        return mark_safe("")
+    return mark_safe(sanitize_html(_MD.renderInline(text)))
 
 
 def pygments_css() -> str:
@@ -349,11 +356,11 @@ def transcript_turns(
                     key=f"m{m_index}-err", kind="notice", status="error", text=message["error_message"]
                 )
         elif role == "tool_result":
-            tool = tools.get(str(message.get("tool_call_id")))
-            if tool is not None:
+            result_of = tools.get(str(message.get("tool_call_id")))
+            if result_of is not None:
                 texts = [c.get("text", "") for c in message.get("content", []) if c.get("type") == "text"]
-                tool.result = clip("\n".join(texts))
-                tool.status = "error" if message.get("is_error") else "ok"
+                result_of.result = clip("\n".join(texts))
+                result_of.status = "error" if message.get("is_error") else "ok"
     continuation.flush(current)
     if run_notices:
         prompted = [t for t in turns if t.prompt is not None]
@@ -397,7 +404,9 @@ def is_code_mode(block: LiveBlock) -> bool:
     return block.kind == "tool" and block.name == "codemode"
 
 
-def block_context(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> dict[str, Any]:
+def block_context(
+    block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None, html: SafeString | None = None
+) -> dict[str, Any]:
     """What a block's partials need. A ``codemode`` call also gets its script and, when
     ``code_mode`` (the snapshot's executions) has it, the nested calls: ``code_run``."""
     code_run = None
@@ -410,7 +419,7 @@ def block_context(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | N
     return {
         "b": block,
         "dom_id": f"{dom_prefix}-{block.key}",
-        "html": render_markdown(block.text) if block.kind == "text" else "",
+        "html": (html if html is not None else render_markdown(block.text)) if block.kind == "text" else "",
         "key_arg": key_arg,
         "args_json": pretty_json(block.arguments) if block.kind == "tool" and code_run is None else "",
         "code_run": code_run,
@@ -419,8 +428,11 @@ def block_context(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | N
     }
 
 
-def render_block(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> str:
-    return render_to_string("studio/_block.html", block_context(block, dom_prefix, code_mode))
+def render_block(
+    block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None, html: SafeString | None = None
+) -> str:
+    """One block; ``html`` is a text block's markup when the caller rendered it (a live stream)."""
+    return render_to_string("studio/_block.html", block_context(block, dom_prefix, code_mode, html))
 
 
 def render_block_parts(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> str:
@@ -508,11 +520,5 @@ def render_regions(context: dict[str, Any]) -> str:
     return "".join(render_to_string(name, ctx) for name in FULL_REGIONS + CONTROL_REGIONS + TRACE_REGIONS)
 
 
-def render_controls(context: dict[str, Any]) -> str:
-    ctx = {**context, "oob": True}
-    return "".join(render_to_string(name, ctx) for name in CONTROL_REGIONS)
-
-
-def render_trace(context: dict[str, Any]) -> str:
-    ctx = {**context, "oob": True}
-    return "".join(render_to_string(name, ctx) for name in TRACE_REGIONS)
+def render_template(name: str, context: dict[str, Any]) -> str:
+    return render_to_string(name, context)

@@ -160,7 +160,7 @@ def catalog_options() -> list[Any]:
         if text.startswith(("[", "{")):
             try:
                 items = json.loads(text)
-            except ValueError as exc:
+            except json.JSONDecodeError as exc:
                 raise ImproperlyConfigured(f"STUDIO_CATALOGS is not valid JSON: {exc.msg} (at {exc.pos})") from None
         else:
             items = _call_dotted("STUDIO_CATALOGS", text)

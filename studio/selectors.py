@@ -1,26 +1,19 @@
-"""Reads: every query a page, a consumer or the session host makes, and the page context.
-
-``session_page_context`` is the single place that turns a view (Studio's records) plus a
-``HostState`` (the store's transcript, the live turn and the session snapshot) into what the
-templates show. The full page, a watcher's re-render and the host's pushes all go through it,
-so they cannot disagree. The Trace is built from the snapshot (``studio.trace``).
-"""
+"""Reads: every query a page, a consumer or the session host makes (nothing here writes or
+renders; page contexts are ``studio.pages``)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db.models import Case, Count, Q, QuerySet, Sum, Value, When
 from django.http import Http404
 
-from studio import rendering, trace, trace_records
+from studio.host.contract import HostError, SessionConfig
 from studio.models import (
     Approval,
-    Effort,
-    PermissionPolicy,
     Provider,
     RegisteredModel,
     Run,
@@ -30,14 +23,8 @@ from studio.models import (
     ToolCall,
     UsageRecord,
 )
-from studio.trace import code_mode_runs
+from studio.stores import location_of
 
-if TYPE_CHECKING:
-    from studio.host_session import HostState, SessionConfig
-
-#: Settled turns a page shows at first; older ones load on request ("Show earlier").
-CONVERSATION_WINDOW = 40
-TURNS_PAGE = 40
 #: Turns listed in the Usage tab (totals always cover the whole session).
 USAGE_TURNS = 100
 
@@ -158,8 +145,6 @@ def session_config(session_id: str) -> SessionConfig:
     whose workdir it may no longer use, or a model whose API key cannot be read."""
     from studio.confinement import confinement_of
     from studio.credentials import CredentialsError
-    from studio.host_session import HostError, SessionConfig
-    from studio.stores import location_of
 
     session = StudioSession.objects.select_related("registered_model", "root__registered_model").get(pk=session_id)
     root = session.root or session
@@ -187,6 +172,18 @@ def session_config(session_id: str) -> SessionConfig:
     )
 
 
+def session_view(session_id: str) -> StudioSession:
+    """A view's row with everything its page reads (model, owner, the main session's)."""
+    return StudioSession.objects.select_related(
+        "registered_model", "owner", "root__registered_model", "root__owner"
+    ).get(pk=session_id)
+
+
+def approvals_of(session: StudioSession) -> list[Approval]:
+    """The view's plan reviews, oldest first."""
+    return list(Approval.objects.filter(session=session).order_by("created_at", "id"))
+
+
 def _run_dict(run: Run) -> dict[str, Any]:
     return {"request_id": run.request_id, "agent": run.agent, "pending": run.pending, "status": run.status}
 
@@ -195,29 +192,6 @@ def pending_run(session_id: str) -> dict[str, Any] | None:
     """The turn paused for a plan review or questions, if any (the newest one)."""
     run = Run.objects.filter(session_id=session_id, status=RunStatus.PAUSED).order_by("-started_at", "-id").first()
     return _run_dict(run) if run is not None else None
-
-
-def normalize_questions(questions: list[Any]) -> list[dict[str, Any]]:
-    """``ask_user`` questions in one shape for the form: options as plain strings."""
-    out = []
-    for index, q in enumerate(questions):
-        if not isinstance(q, dict):
-            continue
-        options = []
-        for option in q.get("options") or []:
-            label = option.get("label") if isinstance(option, dict) else option
-            if label is not None and str(label):
-                options.append(str(label))
-        out.append(
-            {
-                "id": str(q.get("id") or f"q{index + 1}"),
-                "question": str(q.get("question") or ""),
-                "options": options,
-                "multi_select": bool(q.get("multi_select")),
-                "allow_free_text": bool(q.get("allow_free_text", not options)),
-            }
-        )
-    return out
 
 
 def tool_timings(root_id: str, ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -383,286 +357,3 @@ def _usage_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"bars": bars, "width": width, "height": height}
 
 
-def _store_facts(session: StudioSession) -> dict[str, Any]:
-    """Where the store is (a file, or a PostgreSQL store's URL without password), its size and
-    schema version, read without taking the owner's lock."""
-    from studio.stores import location_of
-
-    location = location_of(session)
-    try:
-        size = location.size()
-    except Exception:
-        size = None
-    try:
-        schema = location.schema_version()
-    except Exception:
-        schema = None
-    return {"store_path": location.label, "size": size, "schema_version": schema}
-
-
-def records_context(session: StudioSession, snapshot: dict[str, Any] | None) -> dict[str, Any]:
-    """The Records tab: what the snapshot's ``records`` say, plus Studio's own facts."""
-    from studio.confinement import confinement_of
-
-    root = session.root or session
-    model = root.registered_model
-    sections = trace_records.records_sections((snapshot or {}).get("records"))
-    confinement = confinement_of(root)
-    return {
-        "records": {
-            "model": model.public_description(),
-            "is_demo": model.is_demo,
-            "tools": confinement.tools,
-            "tools_run": confinement.summary,
-            "permission_policy": PermissionPolicy(confinement.permission_policy).label,  # as the runtime has it
-            "workdir": root.workdir,
-            "owner": root.owner.get_username(),
-            **_store_facts(root),
-        },
-        "sections": sections,
-        "runtime_model": sections["model"],
-        "tool_confinement": confinement,
-    }
-
-
-def plan_context(session: StudioSession, snapshot: dict[str, Any] | None) -> dict[str, Any]:
-    approvals = list(Approval.objects.filter(session=session).order_by("created_at", "id"))
-    latest = approvals[-1] if approvals else None
-    return {
-        "approvals": list(reversed(approvals)),
-        "latest_plan": latest,
-        "latest_plan_items": rendering.plan_items(latest.plan) if latest else [],
-        "latest_plan_html": rendering.render_markdown(latest.plan) if latest else "",
-        "checklist": trace.plan_of(snapshot, session.target_id),
-    }
-
-
-def trace_context(session: StudioSession, state: HostState, *, page: int = 0) -> dict[str, Any]:
-    snapshot = state.snapshot
-    targets = trace.subtree_targets(snapshot or {}, session.target_id)
-    ids = [
-        str(t.get("task_id"))
-        for t in [*(snapshot or {}).get("tasks", []), *(snapshot or {}).get("history", [])]
-        if t.get("kind") in ("tool", "subagent")
-    ]
-    tree = trace.task_tree(snapshot, session.target_id, timings=tool_timings(session.root_id_str, ids), page=page)
-    usage = trace.usage_for(snapshot, session.target_id)
-    return {
-        "session": session,
-        "tree": tree,
-        "tasks_running": tree.running,
-        "usage": usage,
-        **usage_context(session, targets),
-        **plan_context(session, snapshot),
-        **records_context(session, snapshot),
-    }
-
-
-def controls_context(session: StudioSession, state: HostState) -> dict[str, Any]:
-    """The snapshot-driven controls: status, queue chips, model and effort, links."""
-    context = state.context() or {}
-    config = context.get("config") or {}
-    root = session.root or session
-    choices = model_choices(root.registered_model)
-    configured = config.get("model") or {}
-    current_model = next((m for m in choices if m.model_id == configured.get("model_id")), None)
-    if current_model is None and not configured:
-        current_model = root.registered_model
-    parent = None
-    if session.kind != SessionKind.MAIN:
-        parent_target = context.get("parent_target_id")
-        if parent_target is None and context.get("forked_from"):
-            parent_target = context["forked_from"].get("target_id")
-        parent = view_for_target(root, int(parent_target or 0)) if parent_target is not None else root
-    status = context.get("status") or "idle"
-    running = state.running
-    return {
-        "context_status": status,
-        "busy": running or status in ("running", "queued"),
-        "queue": [q for q in context.get("queue") or [] if q.get("kind") == "input"],
-        "config": {
-            "version": int(config.get("version") or 0),
-            "effort": config.get("effort") or root.effort,
-            "model_id": (configured.get("model_id") if configured else None) or root.registered_model.model_id,
-            "model_pk": current_model.pk if current_model is not None else None,
-            "label": current_model.display_name if current_model is not None else configured.get("model_id", ""),
-        },
-        "model_choices": choices,
-        # The header names the model the next request runs on (a switch changes it), not the
-        # model the session was created with.
-        "model_in_use": current_model or root.registered_model,
-        "effort_choices": Effort.choices,
-        "parent_view": parent,
-        "read_only": session.read_only,
-        "view_status": _status_of(session, state),
-    }
-
-
-def _status_of(session: StudioSession, state: HostState) -> tuple[str, str]:
-    """(css class, label) of the status pill, from the snapshot (honest about background work)."""
-    if state.snapshot is None:
-        return session.status, session.get_status_display()
-    status = trace.view_status(state.snapshot, session.target_id, live=state.live is not None)
-    labels = {"running": "Running", "waiting": "Waiting for you", "failed": "Failed", "idle": "Idle"}
-    context = state.context() or {}
-    if status == "running" and context.get("status") == "idle" and state.live is None:
-        return "running", "Working in the background"
-    return status, labels.get(status, status)
-
-
-def conversation_context(session: StudioSession, state: HostState) -> dict[str, Any]:
-    """The conversation: the newest settled turns (a window) and the live turn."""
-    from studio.host_session import live_prefix
-
-    live = state.live_turn()
-    turns = rendering.transcript_turns(state.settled_transcript)
-    total = len(turns)
-    first = max(0, total - CONVERSATION_WINDOW)
-    window = turns[first:]
-    _attach_timings(session, window)
-    _attach_notices(session, turns, window)
-    return {
-        "turns": window,
-        "turns_first": first,
-        "turns_total": total,
-        "turns_generation": rendering.generation_of(state.transcript),
-        "live": live,
-        "live_prefix": live_prefix(live["request_id"]) if live else "",
-        "code_mode_runs": code_mode_runs(state.snapshot),
-    }
-
-
-def turns_page(session: StudioSession, state: HostState, start: int, end: int) -> dict[str, Any]:
-    """Settled turns ``[start, end)`` for "Show earlier" (clamped to what exists)."""
-    turns = rendering.transcript_turns(state.settled_transcript)
-    start = max(0, min(start, len(turns)))
-    end = max(start, min(end, len(turns), start + TURNS_PAGE))
-    page = turns[start:end]
-    _attach_timings(session, page)
-    _attach_notices(session, turns, page)
-    return {
-        "turns": page,
-        "start": start,
-        "end": end,
-        "generation": rendering.generation_of(state.transcript),
-        "code_mode_runs": code_mode_runs(state.snapshot),
-    }
-
-
-def _attach_timings(session: StudioSession, turns: list[rendering.Turn]) -> None:
-    tools = [b for t in turns for b in t.blocks if b.kind == "tool"]
-    if not tools:
-        return
-    timings = tool_timings(session.root_id_str, [b.tool_call_id for b in tools])
-    for block in tools:
-        timing = timings.get(block.tool_call_id) or {}
-        if block.status == "pending" and timing.get("status"):
-            block.status = str(timing["status"])
-        block.duration_ms = timing.get("duration_ms")
-
-
-def _attach_notices(session: StudioSession, all_turns: list[rendering.Turn], shown: list[rendering.Turn]) -> None:
-    notices = run_notices(str(session.pk), {t.prompt for t in shown if t.prompt is not None})
-    if not notices:
-        return
-    seen: dict[str, int] = {}
-    shown_keys = {t.key for t in shown}
-    for turn in all_turns:
-        if turn.prompt is None:
-            continue
-        n = seen.get(turn.prompt, 0)
-        seen[turn.prompt] = n + 1
-        options = notices.get(turn.prompt) or []
-        if turn.key in shown_keys and n < len(options):
-            turn.notice = options[n]
-
-
-def session_page_context(session: StudioSession, state: HostState) -> dict[str, Any]:
-    session.refresh_from_db()
-    pending = pending_run(str(session.pk)) if state.live is None else None
-    pending_info = (pending or {}).get("pending")
-    if pending_info and pending_info.get("kind") == "ask_user":
-        pending_info = {**pending_info, "questions": normalize_questions(pending_info.get("questions") or [])}
-    conversation = conversation_context(session, state)
-    if pending_info and pending_info.get("kind") == "plan":
-        rendering.drop_plan_answer(conversation["turns"], pending_info.get("plan") or "")
-    root = session.root or session
-    context = {
-        "session": session,
-        "root": root,
-        "model": root.registered_model,
-        "running": state.running,
-        **conversation,
-        "pending": pending_info,
-        "pending_plan_items": rendering.plan_items(pending_info.get("plan") or "")
-        if pending_info and pending_info.get("kind") == "plan"
-        else [],
-        "pending_plan_html": rendering.render_markdown(pending_info.get("plan") or "")
-        if pending_info and pending_info.get("kind") == "plan"
-        else "",
-        "context_usage": (state.live or {}).get("context_usage") or state.context_usage,
-        "host_epoch": state.epoch,
-        "host_seq": state.seq,
-    }
-    context.update(controls_context(session, state))
-    context.update(trace_context(session, state))
-    return context
-
-
-def _view(session_id: str) -> StudioSession:
-    return StudioSession.objects.select_related(
-        "registered_model", "owner", "root__registered_model", "root__owner"
-    ).get(pk=session_id)
-
-
-def render_full_regions(session_id: str, state: HostState) -> str:
-    return rendering.render_regions(session_page_context(_view(session_id), state))
-
-
-def render_patch_regions(
-    session_id: str,
-    state: HostState,
-    *,
-    added: list[Any],
-    changed: list[Any],
-    ring: bool,
-    controls: bool,
-    trace: bool,
-) -> str:
-    """A live push: changed blocks of the live turn, and the snapshot-driven regions."""
-    from studio.host_session import live_prefix
-
-    parts: list[str] = []
-    live = state.live
-    if live is not None:
-        prefix = live_prefix(live["request_id"])
-        runs = code_mode_runs(state.snapshot)
-        if added:
-            parts.append(
-                rendering.oob("".join(rendering.render_block(b, prefix, runs) for b in added), "beforeend:#live-blocks")
-            )
-        parts.extend(rendering.render_block_parts(b, prefix, runs) for b in changed)
-        if trace and runs:  # a script's nested calls settle in snapshots, not in events
-            sent = {b.key for b in [*added, *changed]}
-            blocks = (state.live_turn() or {}).get("blocks", [])
-            parts.extend(rendering.render_code_mode_parts(blocks, prefix, runs, skip=sent))
-    if ring:
-        parts.append(rendering.render_context_ring((live or {}).get("context_usage") or state.context_usage, oob=True))
-    if controls or trace:  # the only part that reads the session's row: most pushes are text only
-        session = _view(session_id)
-        context: dict[str, Any] = {
-            "session": session,
-            "running": state.running,
-            "model": (session.root or session).registered_model,
-        }
-        context.update(controls_context(session, state))
-        if controls:
-            parts.append(rendering.render_controls(context))
-        if trace:
-            context.update(trace_context(session, state))
-            parts.append(rendering.render_trace(context))
-    return "".join(parts)
-
-
-def task_history_page(session: StudioSession, state: HostState, page: int) -> dict[str, Any]:
-    return trace_context(session, state, page=page)

@@ -7,19 +7,17 @@ event seen twice (a resumed run replays its settled usage) never counts twice.
 
 from __future__ import annotations
 
-import os
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
+from agentcore.events import ToolEvent
 from studio.confinement import isolation_for_new_session
-from studio.live import clip
+from studio.host.live import clip
 from studio.models import (
     Approval,
     Mode,
@@ -33,14 +31,9 @@ from studio.models import (
     ToolIsolation,
     UsageRecord,
 )
-from studio.stores import StoreConfigError, location_of, new_store_location, require_reachable
-from studio.workspaces import WorkdirError, resolve_workdir
-
-
-def sessions_dir() -> Path:
-    path = Path(settings.STUDIO_DATA_DIR) / "sessions"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+from studio.stores import new_store_location
+from studio.workspaces import WorkdirError as WorkdirError  # raised by session_create (re-exported)
+from studio.workspaces import resolve_workdir
 
 
 def session_create(
@@ -93,7 +86,8 @@ def session_preferences_update(session: StudioSession, *, mode: str | None = Non
         session.save(update_fields=fields)
 
 
-def _title_from(prompt: str) -> str:
+def title_from(prompt: str) -> str:
+    """A session's title from its first prompt (one line, at most 80 characters)."""
     line = " ".join(prompt.split())
     return line if len(line) <= 80 else line[:77] + "…"
 
@@ -104,29 +98,26 @@ def _title_from(prompt: str) -> str:
 def run_submitted(
     session_id: str, *, request_id: str, prompt: str, agent: str, status: str, mode: str = "", effort: str = ""
 ) -> None:
-    """A prompt the person sent: a turn that runs now (``running``) or waits (``queued``)."""
+    """A prompt the person sent: a turn that runs now (``running``) or waits (``queued``).
+
+    The request id is new (the host makes one per prompt), so the row is inserted, and the
+    session's activity, status and — for its first prompt — title are conditional updates."""
+    updates: dict[str, Any] = {"last_activity": timezone.now()}
+    if status == str(RunStatus.RUNNING):
+        updates["status"] = SessionStatus.RUNNING
     with transaction.atomic():
-        session = StudioSession.objects.select_for_update().get(pk=session_id)
-        Run.objects.update_or_create(
-            session=session,
+        Run.objects.create(
+            session_id=session_id,
             request_id=request_id,
-            defaults={
-                "prompt": prompt,
-                "agent": agent or Mode.BUILD,
-                "effort": effort or "",
-                "status": status,
-                "mode": mode if mode in ("follow_up", "steer") else "",
-            },
+            prompt=prompt,
+            agent=agent or Mode.BUILD,
+            effort=effort or "",
+            status=status,
+            mode=mode if mode in ("follow_up", "steer") else "",
         )
-        session.last_activity = timezone.now()
-        fields = ["last_activity"]
-        if status == RunStatus.RUNNING:
-            session.status = SessionStatus.RUNNING
-            fields.append("status")
-        if not session.title and prompt.strip():
-            session.title = _title_from(prompt)
-            fields.append("title")
-        session.save(update_fields=fields)
+        StudioSession.objects.filter(pk=session_id).update(**updates)
+        if prompt.strip():
+            StudioSession.objects.filter(pk=session_id, title="").update(title=title_from(prompt))
 
 
 def run_begin(session_id: str, *, request_id: str, prompt: str, agent: str, effort: str) -> None:
@@ -191,7 +182,7 @@ def run_end(
         run.pending = pending
         run.ended_at = now
         run.save(update_fields=["status", "error_code", "error", "pending", "ended_at"])
-        if status == RunStatus.ABORTED:
+        if status == str(RunStatus.ABORTED):
             ToolCall.objects.filter(request_id=request_id, status="running").update(status="interrupted")
         if pending and pending.get("kind") == "plan" and pending.get("approval_id"):
             Approval.objects.update_or_create(
@@ -279,54 +270,44 @@ def subagent_view(root: StudioSession, target_id: int, label: str) -> StudioSess
     return view
 
 
-def record_event(root_id: str, view_id: str | None, request_id: str, event: dict[str, Any]) -> None:
-    """Keep what the trace needs from one event: tool timings and usage on the main session
-    (they are keyed by ids unique in the store), plan reviews and retries on the view."""
-    kind = event["type"]
-    if kind == "tool":
-        _record_tool(root_id, request_id, event)
-    elif kind == "usage":
-        record_usage(root_id, request_id, event, target_id=int(event.get("target_id") or 0))
-    elif kind == "plan" and event.get("approval_id"):
-        defaults: dict[str, Any] = {"request_id": request_id}
-        if event.get("text"):
-            defaults["plan"] = event["text"]
-        Approval.objects.update_or_create(
-            session_id=view_id or root_id, approval_id=event["approval_id"], defaults=defaults
-        )
-    elif kind == "approval":
-        Approval.objects.update_or_create(
-            session_id=view_id or root_id,
-            approval_id=event["approval_id"],
-            defaults={
-                "request_id": request_id,
-                "decision": event.get("decision") or "",
-                "notes": event.get("notes") or "",
-                "decided_at": timezone.now(),
-            },
-        )
-    elif kind == "retry" and view_id is not None:
-        with transaction.atomic():
-            run = Run.objects.select_for_update().filter(session_id=view_id, request_id=request_id).first()
-            if run is not None:
-                run.retries = [
-                    *run.retries,
-                    {k: event.get(k) for k in ("attempt", "max_attempts", "reason", "kind")},
-                ][-50:]
-                run.save(update_fields=["retries"])
-
-
-def _record_tool(session_id: str, request_id: str, event: dict[str, Any]) -> None:
-    defaults: dict[str, Any] = {"name": event.get("name") or ""}
-    if event.get("arguments") is not None:
-        defaults["arguments"] = event["arguments"]
-    if event.get("phase") == "end":
-        defaults["status"] = "error" if event.get("is_error") else "ok"
-        defaults["result"] = clip(str(event.get("result") or ""))
-        defaults["duration_ms"] = event.get("duration_ms")
+def tool_record(root_id: str, request_id: str, event: ToolEvent) -> None:
+    """A tool call's timing and outcome (keyed by the runtime's display call id)."""
+    defaults: dict[str, Any] = {"name": event.name}
+    if event.arguments is not None:
+        defaults["arguments"] = event.arguments
+    if event.phase == "end":
+        defaults["status"] = "error" if event.is_error else "ok"
+        defaults["result"] = clip(event.result or "")
+        defaults["duration_ms"] = event.duration_ms
     ToolCall.objects.update_or_create(
-        session_id=session_id, request_id=request_id, tool_call_id=str(event["tool_call_id"]), defaults=defaults
+        session_id=root_id, request_id=request_id, tool_call_id=event.tool_call_id, defaults=defaults
     )
+
+
+def plan_record(view_id: str, request_id: str, approval_id: str, text: str | None) -> None:
+    """A plan that waits for review (its text, once the plan event carries it)."""
+    defaults: dict[str, Any] = {"request_id": request_id}
+    if text:
+        defaults["plan"] = text
+    Approval.objects.update_or_create(session_id=view_id, approval_id=approval_id, defaults=defaults)
+
+
+def approval_record(view_id: str, request_id: str, approval_id: str, decision: str, notes: str | None) -> None:
+    Approval.objects.update_or_create(
+        session_id=view_id,
+        approval_id=approval_id,
+        defaults={"request_id": request_id, "decision": decision, "notes": notes or "", "decided_at": timezone.now()},
+    )
+
+
+def retry_record(view_id: str, request_id: str, attempt: int, max_attempts: int, reason: str, kind: str) -> None:
+    """A retry of the turn (its notice says how many network retries it needed)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(session_id=view_id, request_id=request_id).first()
+        if run is not None:
+            retry = {"attempt": attempt, "max_attempts": max_attempts, "reason": reason, "kind": kind}
+            run.retries = [*run.retries, retry][-50:]
+            run.save(update_fields=["retries"])
 
 
 def record_usage(
@@ -450,152 +431,3 @@ def view_totals(root_id: str, subtrees: dict[int, set[int]]) -> None:
 
 def _usd(value: Any) -> Decimal:
     return Decimal(str(value or 0)).quantize(Decimal("0.000001"))
-
-
-# --- store administration (the admin's import and offline cancel) ----------------------------
-
-
-class StoreAdminError(Exception):
-    """An import or offline cancel that could not be done; the message is for the admin."""
-
-
-_STORE_MESSAGES = {
-    "store_exists": "The target store already exists; an import never overwrites a store.",
-    "store_invalid": "The source is not an agentcore session store (export one with “Export a consistent copy”).",
-    "store_locked": "A session host still has this store open. Stop the run (or wait until the host "
-    "releases it) and try again.",
-    "store_version_unsupported": "The source store was written by a newer agentcore than this one.",
-}
-
-
-def _store_error(exc: Exception) -> StoreAdminError:
-    code = str(getattr(exc, "code", "") or exc.__class__.__name__)
-    detail = str(getattr(exc, "message", None) or exc)
-    message = _STORE_MESSAGES.get(code)
-    return StoreAdminError(f"{message} ({code}: {detail})" if message else f"{code}: {detail}")
-
-
-def store_export(session_id: str, destination: Path) -> Path:
-    """Export the session's store through the session host, which owns it (see
-    ``SessionHost.export``). With no host answering (worker mode, no worker running) nobody
-    holds the store and agentcore exports it directly; its owner lock still decides."""
-    from asgiref.sync import async_to_sync
-
-    from studio.host_routing import get_host_client
-    from studio.host_session import HostError
-
-    try:
-        async_to_sync(get_host_client().call)("export", session_id, destination=str(destination))
-    except HostError as exc:
-        if exc.code == "busy":
-            raise StoreAdminError(exc.message) from exc
-        if exc.code != "unavailable":
-            raise _store_error(exc) from exc
-        session = StudioSession.objects.get(pk=session_id)
-        try:
-            location_of(session).export(destination)
-        except Exception as direct:
-            raise _store_error(direct) from direct
-    return destination
-
-
-def store_import(
-    *,
-    source: str | os.PathLike[str],
-    session: StudioSession | None = None,
-    owner: AbstractBaseUser | None = None,
-    registered_model: RegisteredModel | None = None,
-    title: str = "",
-    workdir: str = "",
-) -> StudioSession:
-    """Install a copy of an exported store (``agentcore.import_agent_database``).
-
-    Into ``session`` when given (a session whose store was lost: the target must not exist),
-    else into a new session of ``owner``; a SQLite file or a PostgreSQL store, wherever the
-    session's store lives. The source is validated by agentcore.
-    """
-    source_path = Path(source)
-    if not source_path.is_absolute():
-        raise StoreAdminError("Give the source as an absolute path on the server.")
-    if not source_path.is_file():
-        raise StoreAdminError(f"No file at {source_path}.")
-    created = session is None
-    if session is None:
-        if owner is None or registered_model is None:
-            raise StoreAdminError("Choose the owner and the model of the new session.")
-        try:
-            session = session_create(
-                owner=owner,
-                registered_model=registered_model,
-                workdir=workdir,
-                permission_policy="workspace",
-                effort="medium",
-                mode="build",
-                title=title or f"Imported {source_path.stem}"[:200],
-            )
-        except WorkdirError as exc:
-            raise StoreAdminError(f"Working directory: {exc}") from exc
-    location = location_of(session)
-    try:
-        require_reachable(location)
-        if not created and location.exists():
-            raise StoreAdminError(
-                f"“{session}” already has a store at {location.label}; an import never overwrites a store."
-            )
-        location.import_from(source_path)
-    except Exception as exc:
-        if created:
-            session.delete()
-        if isinstance(exc, StoreAdminError):
-            raise
-        raise (StoreAdminError(str(exc)) if isinstance(exc, StoreConfigError) else _store_error(exc)) from exc
-    StudioSession.objects.filter(pk=session.pk).update(
-        status=SessionStatus.IDLE, last_activity=timezone.now(), ledger_pos=0
-    )
-    return session
-
-
-def store_cancel_offline(session: StudioSession) -> dict[str, list[str]]:
-    """End the session's unfinished work with ``agentcore.cancel_agent_conversation``.
-
-    Needs the store's owner lock (no host may hold it: ``store_locked`` otherwise). Studio's
-    own records follow: every run still running or waiting ends as stopped.
-    """
-    from asgiref.sync import async_to_sync
-
-    from agentcore import cancel_agent_conversation
-    from studio.extensions import build_registry
-
-    location = location_of(session)
-    try:
-        require_reachable(location)
-    except StoreConfigError as exc:
-        raise StoreAdminError(str(exc)) from exc
-    if not location.exists():
-        raise StoreAdminError("This session has no store yet: nothing to cancel.")
-    try:
-        result: dict[str, list[str]] = async_to_sync(cancel_agent_conversation)(
-            **location.cancel_options(str(session.pk), sessions_dir()),
-            registry=build_registry(settings.STUDIO_EXTENSIONS),  # so extension tasks run their abort
-        )
-    except Exception as exc:
-        raise _store_error(exc) from exc
-    now = timezone.now()
-    with transaction.atomic():
-        views = Q(session=session) | Q(session__root=session)
-        open_runs = Run.objects.filter(views, status__in=(RunStatus.RUNNING, RunStatus.PAUSED))
-        request_ids = list(open_runs.values_list("request_id", flat=True))
-        open_runs.update(
-            status=RunStatus.ABORTED,
-            pending=None,
-            error_code="cancelled_offline",
-            error="Cancelled offline.",
-            ended_at=now,
-        )
-        ToolCall.objects.filter(session=session, request_id__in=request_ids, status="running").update(
-            status="interrupted"
-        )
-        StudioSession.objects.filter(Q(pk=session.pk) | Q(root=session)).update(
-            status=SessionStatus.IDLE, last_activity=now
-        )
-    return result

@@ -200,11 +200,21 @@ STUDIO_REDIS_URL = os.environ.get("STUDIO_REDIS_URL", "")
 # blocking pop: the reply to an idle BZPOPMIN then races the client's timeout and a consumer
 # dies with "Timeout reading from …". Reads must be allowed to outlast the pop.
 STUDIO_REDIS_HOST = {"address": STUDIO_REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}
+# The default single-machine Studio (``manage.py studio``: daphne plus session-host workers)
+# shares a layer the supervisor serves on a Unix socket (studio/host/local_layer.py).
+STUDIO_LOCAL_LAYER = os.environ.get("STUDIO_LOCAL_LAYER", "")
 if STUDIO_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {"hosts": [STUDIO_REDIS_HOST], "capacity": 1500, "expiry": 60, "group_expiry": 86400},
+        }
+    }
+elif STUDIO_LOCAL_LAYER:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "studio.host.local_layer.LocalChannelLayer",
+            "CONFIG": {"path": STUDIO_LOCAL_LAYER, "capacity": 1500, "expiry": 60, "group_expiry": 86400},
         }
     }
 else:
@@ -216,7 +226,11 @@ else:
     }
 
 STUDIO_HOST_MODE = os.environ.get("STUDIO_HOST_MODE", "inprocess")
-STUDIO_FLUSH_INTERVAL = float(os.environ.get("STUDIO_FLUSH_INTERVAL", "0.075"))
+# ``manage.py studio`` on one machine: how many session-host worker processes it starts and
+# supervises beside daphne ("auto": one per core; 0, the default: the host runs inside daphne,
+# which measured faster to first token and cheaper in CPU on a 2-core machine: docs/benchmarks.md).
+STUDIO_WORKERS = os.environ.get("STUDIO_WORKERS", "0")
+STUDIO_FLUSH_INTERVAL = float(os.environ.get("STUDIO_FLUSH_INTERVAL", "0.025"))
 STUDIO_RUNTIME_IDLE_SECONDS = float(os.environ.get("STUDIO_RUNTIME_IDLE_SECONDS", "900"))
 # Dotted path of an async factory ``(SessionConfig) -> runtime``; empty = agentcore.create_agent.
 STUDIO_RUNTIME_FACTORY = os.environ.get("STUDIO_RUNTIME_FACTORY", "")
@@ -270,10 +284,11 @@ if STUDIO_DATABASE_URL:
     from studio.database_url import django_database
 
     DATABASES["default"] = django_database(STUDIO_DATABASE_URL)
-# Worker mode: a session is leased to one live worker for this long and renewed every third of
-# it; a worker that stops renewing (SIGKILL, a frozen process) loses its sessions to a live
-# worker after at most this long plus one sweep (a third of it).
-STUDIO_LEASE_SECONDS = float(os.environ.get("STUDIO_LEASE_SECONDS", "10"))
+# Worker mode: a session is leased to one live worker for this long and renewed every quarter
+# of it (on a thread of its own, so a busy worker still renews on time); a worker that stops
+# renewing (SIGKILL, a frozen process) loses its sessions to a live worker after at most this
+# long plus one sweep (a quarter of it) plus opening the store: about two seconds.
+STUDIO_LEASE_SECONDS = float(os.environ.get("STUDIO_LEASE_SECONDS", "1.5"))
 # How long a web process waits for a worker's answer before it says no host answered.
 STUDIO_HOST_TIMEOUT = float(os.environ.get("STUDIO_HOST_TIMEOUT", "15"))
 

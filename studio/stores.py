@@ -43,7 +43,7 @@ class StoreLocation:
 
     @property
     def is_postgres(self) -> bool:
-        return self.backend == StoreBackend.POSTGRESQL
+        return self.backend == str(StoreBackend.POSTGRESQL)
 
     @property
     def label(self) -> str:
@@ -171,23 +171,28 @@ def store_cursor(location: StoreLocation) -> Iterator[Any]:
         yield cursor
 
 
+def sessions_dir() -> Path:
+    """Where the SQLite stores of new sessions go (``<data dir>/sessions``, created on use)."""
+    path = Path(settings.STUDIO_DATA_DIR) / "sessions"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def new_store_location(session_id: str) -> StoreLocation:
     """Where a new main session's store goes: PostgreSQL when configured, else a SQLite file."""
     url = getattr(settings, "STUDIO_DATABASE_URL", "")
     if url:
-        return StoreLocation(StoreBackend.POSTGRESQL, name=session_id, database_url=url)
-    from studio.services import sessions_dir
-
-    return StoreLocation(StoreBackend.SQLITE, path=str(sessions_dir() / f"{session_id}.sqlite"))
+        return StoreLocation(str(StoreBackend.POSTGRESQL), name=session_id, database_url=url)
+    return StoreLocation(str(StoreBackend.SQLITE), path=str(sessions_dir() / f"{session_id}.sqlite"))
 
 
 def location_of(session: StudioSession) -> StoreLocation:
     """The store behind ``session`` (its main session's)."""
     root = session.root or session
-    if root.store_backend == StoreBackend.POSTGRESQL:
+    if root.store_backend == str(StoreBackend.POSTGRESQL):
         url = getattr(settings, "STUDIO_DATABASE_URL", "")
-        return StoreLocation(StoreBackend.POSTGRESQL, name=str(root.pk), database_url=url)
-    return StoreLocation(StoreBackend.SQLITE, path=root.store_path)
+        return StoreLocation(str(StoreBackend.POSTGRESQL), name=str(root.pk), database_url=url)
+    return StoreLocation(str(StoreBackend.SQLITE), path=root.store_path)
 
 
 class StoreConfigError(Exception):

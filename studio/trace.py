@@ -228,7 +228,7 @@ def task_tree(
 
 
 def _parent(
-    node: TaskNode, nodes: dict[str, TaskNode], subagents: dict[int | None, TaskNode], view_target: int
+    node: TaskNode, nodes: dict[str, TaskNode], subagents: dict[int, TaskNode], view_target: int
 ) -> TaskNode | None:
     task = node.task
     parent_id = task.get("parent_task_id")

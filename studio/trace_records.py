@@ -183,7 +183,8 @@ def records_sections(records: dict[str, Any] | None) -> dict[str, Any]:
 
 def code_mode_limits(raw: dict[str, Any]) -> RecordItem:
     """Code mode in Records: the engine and its limits (the executions are in Tasks)."""
-    limits = raw.get("limits") if isinstance(raw.get("limits"), dict) else raw
+    nested = raw.get("limits")
+    limits: dict[str, Any] = nested if isinstance(nested, dict) else raw
     memory, timeout = limits.get("memory_limit_bytes"), limits.get("timeout_ms")
     calls, output = limits.get("max_calls"), limits.get("max_output_chars")
     rows: list[tuple[str, Any]] = [

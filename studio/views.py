@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from studio import selectors, services
+from studio import pages, selectors, services
 from studio.forms import (
     ConfigureForm,
     ForkForm,
@@ -32,9 +32,10 @@ from studio.forms import (
     TaskIdForm,
     parse_answers,
 )
-from studio.host_routing import get_host_client
-from studio.host_session import HostError, HostState
+from studio.host.contract import HostError, HostState
+from studio.host.routing import get_host_client
 from studio.models import Effort, RegisteredModel, StudioSession
+from studio.workspaces import WorkdirError
 
 
 @require_http_methods(["GET"])
@@ -53,8 +54,8 @@ def session_create(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render_list(request, form, status=400)
     try:
-        session = services.session_create(owner=request.user, **form.cleaned_data)  # type: ignore[arg-type]
-    except services.WorkdirError as exc:
+        session = services.session_create(owner=request.user, **form.cleaned_data)
+    except WorkdirError as exc:
         form.add_error("workdir", str(exc))
         return _render_list(request, form, status=400)
     return redirect("studio:session_detail", session_id=session.pk)
@@ -76,10 +77,12 @@ async def _state(session: StudioSession) -> tuple[HostState, str]:
 async def session_detail(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = await _owned_session(request, session_id)
     state, host_error = await _state(session)
-    context = await sync_to_async(selectors.session_page_context)(session, state)
+    context = await sync_to_async(pages.session_page_context)(session, state)
     context.update(
         {
-            "ws_url": f"/ws/sessions/{session.pk}/",
+            # The socket says which host state the page shows, so a page that is current gets no
+            # second render when its socket connects.
+            "ws_url": f"/ws/sessions/{session.pk}/?epoch={state.epoch}&seq={state.seq}&term={state.term}",
             "effort_choices": Effort.choices,
             "host_error": host_error,
             "ring": _ring(context),
@@ -115,7 +118,7 @@ async def session_turns(request: HttpRequest, session_id: Any) -> HttpResponse:
     state, host_error = await _state(session)
     if host_error:
         return HttpResponse(escape(host_error), status=503)
-    page = await sync_to_async(selectors.turns_page)(session, state, start, end)
+    page = await sync_to_async(pages.turns_page)(session, state, start, end)
     html = await sync_to_async(render_to_string)("studio/_turns_page.html", {**page, "session": session})
     return HttpResponse(html)
 
@@ -131,7 +134,7 @@ async def session_tasks(request: HttpRequest, session_id: Any) -> HttpResponse:
     state, host_error = await _state(session)
     if host_error:
         return HttpResponse(escape(host_error), status=503)
-    context = await sync_to_async(selectors.task_history_page)(session, state, page)
+    context = await sync_to_async(pages.task_history_page)(session, state, page)
     html = await sync_to_async(render_to_string)(
         "studio/_task_page.html",
         {**context, "next_page": page + 1, "model": (session.root or session).registered_model},
@@ -146,7 +149,7 @@ def _ring(context: dict[str, Any]) -> Any:
 
 
 def _command_response(request: HttpRequest, session: StudioSession, error: str = "") -> HttpResponse:
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         if error:
             return HttpResponse(f'<div class="form-error" role="alert">{escape(error)}</div>')
         return HttpResponse("", headers={"HX-Trigger": "studio:accepted"})
@@ -248,7 +251,7 @@ async def session_fork(request: HttpRequest, session_id: Any) -> HttpResponse:
     except HostError as exc:
         return _command_response(request, session, exc.message)
     url = reverse("studio:session_detail", args=[fork_id])
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return HttpResponse("", headers={"HX-Redirect": url})
     return HttpResponseRedirect(url)
 
@@ -286,7 +289,7 @@ async def session_configure(request: HttpRequest, session_id: Any) -> HttpRespon
     try:
         await get_host_client().call("configure", str(session.pk), **arguments)
     except HostError as exc:
-        if not request.htmx:  # type: ignore[attr-defined]
+        if not request.htmx:
             return _command_response(request, session, exc.message)
         return HttpResponse(
             f'<div class="form-error" role="alert">{escape(exc.message)}</div>' + await _fresh_config(session)
@@ -300,7 +303,7 @@ async def _fresh_config(session: StudioSession) -> str:
 
     def build() -> str:
         context = {"session": session, "effort_choices": Effort.choices, "oob": True}
-        context.update(selectors.controls_context(session, state))
+        context.update(pages.controls_context(session, state))
         return render_to_string("studio/_session_config.html", context)
 
     return await sync_to_async(build)()
@@ -326,7 +329,7 @@ async def session_plan(request: HttpRequest, session_id: Any) -> HttpResponse:
 async def session_answer(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = await _owned_session(request, session_id)
     pending = await sync_to_async(selectors.pending_run)(str(session.pk))
-    questions = selectors.normalize_questions(((pending or {}).get("pending") or {}).get("questions") or [])
+    questions = pages.normalize_questions(((pending or {}).get("pending") or {}).get("questions") or [])
     if not questions:
         return _command_response(request, session, "Nothing is waiting for an answer.")
     try:

@@ -243,8 +243,13 @@ class SessionDriver:
         self._dirty = False
         return SessionEvent(snapshot=self.snapshot().model_dump(mode="json"))
 
-    def snapshot(self) -> SessionSnapshot:
-        return self._snapshots.build()
+    def snapshot(self, *, published: bool = False) -> SessionSnapshot:
+        """The current snapshot; ``published``: the caller shows it, so no ``session`` event
+        repeats it (``_dirty`` covers only changes after this build)."""
+        snapshot = self._snapshots.build()
+        if published:
+            self._dirty = False
+        return snapshot
 
     # --- activities ------------------------------------------------------------------------
 

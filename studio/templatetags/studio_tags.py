@@ -10,6 +10,20 @@ from django import template
 register = template.Library()
 
 
+@register.simple_tag(takes_context=True)
+def studio_live_block(context: Any, block: Any, prefix: str) -> str:
+    """A block of the live turn: a text block in its streaming layout (``studio.text_stream``),
+    at the state the host's pushes continue from."""
+    from studio.rendering import render_block
+    from studio.text_stream import live_block_html
+
+    html = None
+    if block.kind == "text":
+        live = context.get("live") or {}
+        html = live_block_html(block.text, f"{prefix}-{block.key}", live.get("streams"), block.key)
+    return render_block(block, prefix, context.get("code_mode_runs"), html)
+
+
 @register.filter
 def duration(ms: Any) -> str:
     if ms is None or ms == "":

@@ -1,6 +1,6 @@
 """A scripted model for the code-mode, catalog and environment tests (Studio + Chromium).
 
-The runtime is the real one (``studio.hosts.agentcore_runtime_factory``, so Studio's
+The runtime is the real one (``studio.host.factory.agentcore_runtime_factory``, so Studio's
 ``runtime_options`` apply: code mode, catalogs, the environment, tracing) talking to the
 scripted fake provider server on loopback. The responder decides each response from the
 request alone (the prompt and the calls already made in this turn):
@@ -24,7 +24,8 @@ from typing import Any
 from agentcore.demo import _conversation, _tool_names, _usage, demo_responder
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text, ToolCall
-from studio.hosts import SessionConfig, agentcore_runtime_factory
+from studio.host.contract import SessionConfig
+from studio.host.factory import agentcore_runtime_factory
 from tests.e2e.slow_demo import HOLD, release_tool
 
 HOSTILE = '<img src=x onerror="window.__pwned=1">'

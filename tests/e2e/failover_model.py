@@ -23,7 +23,8 @@ from typing import Any
 from agentcore.demo import _usage, demo_responder
 from agentcore.testing.fake_server import RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text
-from studio.host_session import SessionConfig, agentcore_runtime_factory
+from studio.host.contract import SessionConfig
+from studio.host.factory import agentcore_runtime_factory
 
 ESSAY = re.compile(r"ESSAY:(\w{1,40})")
 ESSAY_PACE_S = 0.05

@@ -25,7 +25,8 @@ from typing import Any
 from agentcore.demo import _conversation, _tool_names, _usage, demo_responder
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import HttpError, Step, Stop, Text, ToolCall
-from studio.hosts import SessionConfig, agentcore_runtime_factory
+from studio.host.contract import SessionConfig
+from studio.host.factory import agentcore_runtime_factory
 
 FAIL_MARKER = "FAIL_WITH_400"
 HOLD = re.compile(r"HOLD:(\w{1,40})")

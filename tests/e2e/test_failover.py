@@ -3,7 +3,7 @@ processes, two ``runworker studio-host`` workers, a scripted provider in the tes
 
 Studio is configured with one setting, ``STUDIO_DATABASE_URL``: its tables and every session's
 agent store live in the test's private PostgreSQL server. Sessions are leased to workers
-through the database (``studio.leases``); the tests kill the worker holding a session
+through the database (``studio.host.leases``); the tests kill the worker holding a session
 (SIGKILL, SIGSTOP, SIGTERM) and check what a person would: the turn completes exactly once on
 the other worker, with no duplicate model request and no lost text, and the page watching it
 (on the *other* daphne) follows.

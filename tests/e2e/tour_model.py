@@ -17,7 +17,8 @@ from typing import Any
 from agentcore.demo import _conversation, _tool_names, _usage, demo_responder
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text, ToolCall
-from studio.hosts import SessionConfig, agentcore_runtime_factory
+from studio.host.contract import SessionConfig
+from studio.host.factory import agentcore_runtime_factory
 from tests.e2e.slow_demo import HOLD, release_tool
 
 EXPLANATION = """\

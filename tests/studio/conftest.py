@@ -79,7 +79,7 @@ def logged_in(client: Client, user: Any) -> Client:
 @pytest.fixture
 async def host() -> AsyncIterator[Any]:
     """A fresh in-process session host (real agentcore runtimes, demo model)."""
-    from studio.hosts import SessionHost, set_session_host
+    from studio.host.session_host import SessionHost, set_session_host
 
     session_host = SessionHost(flush_interval=0.01)
     set_session_host(session_host)
@@ -93,7 +93,7 @@ async def gated_host() -> AsyncIterator[tuple[Any, Any, Any]]:
     """A session host whose runtimes are real but whose ``HOLD`` prompts wait at a gate
     (see ``fakes``): ``(host, gate, provider server)``."""
     from agentcore.testing.fake_server import FakeProviderServer
-    from studio.hosts import SessionHost, set_session_host
+    from studio.host.session_host import SessionHost, set_session_host
     from tests.studio.fakes import Gate, gated_factory, responder
 
     server = FakeProviderServer(responder=responder).start_in_thread()

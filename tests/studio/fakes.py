@@ -78,7 +78,7 @@ def responder(request: RecordedRequest) -> list[Step]:
 
 def gated_factory(server: FakeProviderServer, gate: Gate) -> Callable[[Any], Any]:
     """A ``SessionHost`` runtime factory: the real runtime on ``server`` with the gate tool."""
-    from studio.hosts import agentcore_runtime_factory
+    from studio.host.factory import agentcore_runtime_factory
 
     async def factory(config: Any) -> Any:
         config.model_options["base_url"] = server.base_url

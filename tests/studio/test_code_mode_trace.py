@@ -20,9 +20,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from studio import selectors
-from studio.host_session import live_prefix
-from studio.hosts import SessionHost, set_session_host
+from studio import pages
+from studio.host.contract import Regions, live_prefix
+from studio.host.session_host import SessionHost, set_session_host
 from studio.trace import code_mode_runs
 from tests.e2e import extras_model
 from tests.studio.html_parts import element, elements, text
@@ -98,9 +98,7 @@ async def test_a_script_and_its_nested_calls_show_live_then_after_reload_and_res
     # A push for a new snapshot alone (no tool event of the script) brings the conversation's
     # block up to date too, not only the Tasks tab.
     held = await code_host.state(sid)
-    patch = await sync_to_async(selectors.render_patch_regions)(
-        sid, held, added=[], changed=[], ring=False, controls=False, trace=True
-    )
+    patch = await sync_to_async(pages.render_regions)(sid, held, Regions(tasks=True))
     execution = next(iter(code_mode_runs(held.snapshot).values()))
     assert _calls(_conversation_panel(patch, prefix)) == [
         (str(c["index"]), c["name"], c["status"]) for c in execution["calls"]
@@ -114,7 +112,7 @@ async def test_a_script_and_its_nested_calls_show_live_then_after_reload_and_res
         return element(conversation, css="codemode")
 
     state = await code_host.state(sid)
-    page = await sync_to_async(selectors.render_full_regions)(sid, state)
+    page = await sync_to_async(pages.render_full_regions)(sid, state)
     done = settled_panel(page)
     assert 'data-status="completed"' in done and 'data-calls="3"' in done
     assert _calls(done) == [*first_two, ("2", "wait_for_release", "completed")]
@@ -132,7 +130,7 @@ async def test_a_script_and_its_nested_calls_show_live_then_after_reload_and_res
     set_session_host(again)
     try:
         state = await again.state(sid)
-        page = await sync_to_async(selectors.render_full_regions)(sid, state)
+        page = await sync_to_async(pages.render_full_regions)(sid, state)
     finally:
         await again.close()
     assert _calls(settled_panel(page)) == _calls(done)
@@ -144,5 +142,5 @@ async def test_without_code_mode_there_is_no_codemode_tool(user: Any, make_sessi
     session = await sync_to_async(make_session)(user)
     state = await host.state(str(session.pk))
     assert state.snapshot is not None and state.snapshot["records"].get("code_mode") is None
-    page = await sync_to_async(selectors.render_full_regions)(str(session.pk), state)
+    page = await sync_to_async(pages.render_full_regions)(str(session.pk), state)
     assert "Off for this session" in text(element(page, id="records-code-mode"))

@@ -12,7 +12,7 @@ from django.test import Client
 
 from studio.asgi import application
 from studio.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
-from studio.hosts import SessionHost
+from studio.host.session_host import SessionHost
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,11 +23,11 @@ def _cookie_for(user: Any) -> str:
     return f"sessionid={client.cookies['sessionid'].value}"
 
 
-async def _connect(session_id: Any, user: Any | None) -> tuple[WebsocketCommunicator, bool, Any]:
+async def _connect(session_id: Any, user: Any | None, query: str = "") -> tuple[WebsocketCommunicator, bool, Any]:
     headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
     if user is not None:
         headers.append((b"cookie", (await sync_to_async(_cookie_for)(user)).encode()))
-    communicator = WebsocketCommunicator(application, f"/ws/sessions/{session_id}/", headers=headers)
+    communicator = WebsocketCommunicator(application, f"/ws/sessions/{session_id}/{query}", headers=headers)
     connected, code = await communicator.connect(timeout=10)
     return communicator, connected, code
 
@@ -183,4 +183,26 @@ async def test_a_full_render_after_a_failed_resync_clears_the_notice(
     frame = await communicator.receive_from(timeout=10)
     assert frame.startswith('<div id="composer-error" hx-swap-oob="true" class="composer-error" role="status"></div>')
     assert "<p>whole</p>" in frame
+    await communicator.disconnect()
+
+
+async def test_a_page_rendered_at_the_hosts_state_gets_no_second_render(
+    user: Any, make_session: Any, host: SessionHost
+) -> None:
+    """W2: the page's socket says which state the page shows (its URL); when that is the host's
+    state, the socket only says it listens (``#host-sync``) instead of rendering every region
+    again; a page that is behind gets the full render."""
+    session = await sync_to_async(make_session)(user)
+    sid = str(session.pk)
+    state = await host.state(sid)
+    current = f"?epoch={state.epoch}&seq={state.seq}&term={state.term}"
+    communicator, connected, _code = await _connect(sid, user, current)
+    assert connected
+    frame = await communicator.receive_from(timeout=10)
+    assert frame.startswith('<span id="host-sync" hx-swap-oob="true"') and 'id="conversation"' not in frame
+    await communicator.disconnect()
+    behind = f"?epoch={state.epoch}&seq={state.seq - 1}&term={state.term}"
+    communicator, connected, _code = await _connect(sid, user, behind)
+    frame = await communicator.receive_from(timeout=10)
+    assert 'id="conversation"' in frame and 'id="session-status"' in frame  # every region again
     await communicator.disconnect()

@@ -48,7 +48,8 @@ def _script(request: RecordedRequest) -> list[Step]:
 
 @pytest.fixture
 async def dropping_host() -> AsyncIterator[Any]:
-    from studio.hosts import SessionHost, agentcore_runtime_factory, set_session_host
+    from studio.host.factory import agentcore_runtime_factory
+    from studio.host.session_host import SessionHost, set_session_host
 
     server = FakeProviderServer(responder=_script).start_in_thread()
 

@@ -84,7 +84,7 @@ def test_a_lost_or_wrong_credentials_key_is_a_clear_error(
 ) -> None:
     """W15: the session cannot open its model (the host says why); nothing crashes, and the
     message names where the key comes from but never the stored value."""
-    from studio.host_session import HostError
+    from studio.host.contract import HostError
     from studio.selectors import session_config
 
     model = RegisteredModel.objects.create(name="M", provider="openai", model_id="gpt", api_key=SECRET)

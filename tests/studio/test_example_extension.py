@@ -15,7 +15,7 @@ from agentcore import define_agent_extension
 from agentcore.demo import demo_responder
 from agentcore.testing.fake_server import RecordedRequest
 from agentcore.testing.steps import Text, ToolCall
-from studio import services
+from studio import store_admin
 from studio.extensions import build_registry, extensions_from
 
 
@@ -133,7 +133,7 @@ async def test_offline_cancel_runs_the_extensions_abort(user: Any, make_session:
     await host.prompt(sid, prompt="start a timer for 30 minutes", agent="build")
     await host.wait_idle(sid)
     assert await host.release(sid) is True  # a sleeping timer does not keep the store from the admin
-    result = await sync_to_async(services.store_cancel_offline)(session)
+    result = await sync_to_async(store_admin.store_cancel_offline)(session)
     assert len(result["aborted_tasks"]) == 1 and result["orphaned_tasks"] == []
     agent = await create_agent(database_path=session.store_path, provider="demo", session={})
     try:

@@ -14,8 +14,8 @@ from channels.layers import get_channel_layer
 from django.test import Client
 from django.urls import reverse
 
-from studio import selectors
-from studio.hosts import SessionHost
+from studio import pages
+from studio.host.session_host import SessionHost
 from studio.models import Run, StudioSession
 from studio.rendering import transcript_turns
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 async def _page_context(host: SessionHost, session: StudioSession) -> dict[str, Any]:
     state = await host.state(str(session.pk))
     fresh = await StudioSession.objects.select_related("registered_model", "owner").aget(pk=session.pk)
-    return await sync_to_async(selectors.session_page_context)(fresh, state)
+    return await sync_to_async(pages.session_page_context)(fresh, state)
 
 
 async def test_the_first_prompt_renames_the_open_page_without_a_reload(

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from studio import selectors, services
-from studio.hosts import HostError, SessionHost
+from studio import pages, selectors, services
+from studio.host.contract import HostError
+from studio.host.session_host import SessionHost
 from studio.models import Approval, Run, StudioSession, ToolCall, UsageRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,7 +66,7 @@ async def test_a_prompt_while_busy_is_queued_not_refused(user: Any, make_session
     assert [(q["prompt"], q.get("agent")) for q in queue] == [("and then this", None), ("plan something", "plan")]
     plan_run = await Run.objects.aget(session=session, request_id=third["request_id"])
     assert (plan_run.status, plan_run.agent) == ("queued", "plan")
-    html = await sync_to_async(selectors.render_full_regions)(sid, await host.state(sid))
+    html = await sync_to_async(pages.render_full_regions)(sid, await host.state(sid))
     chip = html[html.index(f'data-input-id="{third["request_id"]}"') :]
     chip = chip[: chip.index("</div>")]
     assert "plan · queued" in chip and "promote-button" not in chip, "a plan-mode input cannot be promoted"
@@ -225,7 +226,7 @@ async def test_real_demo_asks_then_plans_with_the_answers(user: Any, make_sessio
 
 async def test_a_new_host_resumes_a_plan_the_old_host_paused(user: Any, make_session: Any) -> None:
     """A restart between pause and approval: the next host process serves the approval."""
-    from studio.hosts import set_session_host
+    from studio.host.session_host import set_session_host
 
     session = await _session(make_session, user, mode="plan")
     sid = str(session.pk)
@@ -274,7 +275,7 @@ async def test_the_first_change_after_a_quiet_window_is_pushed_at_once(user: Any
     from channels.layers import get_channel_layer
 
     from agentcore.testing.fake_server import FakeProviderServer
-    from studio.hosts import set_session_host
+    from studio.host.session_host import set_session_host
     from tests.studio.fakes import Gate, gated_factory, responder
 
     server = FakeProviderServer(responder=responder).start_in_thread()

@@ -17,8 +17,9 @@ from asgiref.sync import sync_to_async
 from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
 
-from studio import leases
-from studio.hosts import HostError, SessionHost
+from studio.host import leases
+from studio.host.contract import HostError
+from studio.host.session_host import SessionHost
 from studio.models import HostWorker, SessionLease
 
 pytestmark = pytest.mark.django_db(transaction=True)

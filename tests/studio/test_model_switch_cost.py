@@ -19,7 +19,8 @@ from django.urls import reverse
 
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text, Usage
-from studio import selectors
+from studio import pages
+from studio.host.contract import Regions
 from studio.models import RegisteredModel, UsageRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -101,9 +102,7 @@ async def test_the_header_names_the_model_in_use_after_a_switch(
     page = (await client.get(reverse("studio:session_detail", args=[session.pk]))).content.decode()
     header = page.split('<div class="chat-title">', 1)[1].split("</div>", 1)[0]
     assert ">Beta<" in header and ">Alpha<" not in header
-    push = await sync_to_async(selectors.render_patch_regions)(
-        sid, await host.state(sid), added=[], changed=[], ring=False, controls=True, trace=False
-    )
+    push = await sync_to_async(pages.render_regions)(sid, await host.state(sid), Regions(controls=True))
     badge = push.split('id="session-model"', 1)[1].split("</span></span>", 1)[0]
     assert ">Beta<" in badge
 

@@ -22,7 +22,7 @@ from asgiref.sync import sync_to_async
 from agentcore.testing.fake_server import FakeProviderServer
 from agentcore.testing.steps import Stop, Text, Usage
 from studio import runtime_options
-from studio.hosts import SessionHost, set_session_host
+from studio.host.session_host import SessionHost, set_session_host
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agentcore.testing.fake_server import FakeProviderServer
-from studio.hosts import SessionHost
+from studio.host.session_host import SessionHost
 from studio.models import Run, StoreBackend
 from studio.models import StudioSession as StudioSessionModel
 from tests.pg import PostgresCluster
@@ -56,7 +56,7 @@ async def test_sessions_get_postgresql_stores_with_one_setting(user: Any, make_s
     assert location.label == f"{store_db}?store={session.pk}" == session.store_path
     from django.test import Client
 
-    from studio.hosts import set_session_host
+    from studio.host.session_host import set_session_host
 
     host = SessionHost(flush_interval=0.01)
     set_session_host(host)
@@ -155,7 +155,7 @@ async def test_store_admin_lists_exports_imports_and_cancels_postgresql_stores(
     from django.urls import reverse
 
     from agentcore import create_agent
-    from studio.hosts import set_session_host
+    from studio.host.session_host import set_session_host
 
     host = SessionHost(flush_interval=0.01)
     set_session_host(host)

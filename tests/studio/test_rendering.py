@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from studio.live import LiveBlock
+from studio.host.live import LiveBlock
 from studio.rendering import plan_items, render_block, render_markdown, transcript_turns
 
 HOSTILE = [

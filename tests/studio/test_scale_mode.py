@@ -17,8 +17,9 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.routing import ChannelNameRouter
 from channels.worker import Worker
 
-from studio.host_routing import HOST_CHANNEL, ChannelHostClient, HostWorkerConsumer
-from studio.hosts import HostError, SessionHost
+from studio.host.contract import HostError
+from studio.host.routing import HOST_CHANNEL, ChannelHostClient, HostWorkerConsumer
+from studio.host.session_host import SessionHost
 from studio.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)

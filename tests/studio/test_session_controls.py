@@ -14,8 +14,8 @@ from channels.layers import get_channel_layer
 from django.test import AsyncClient
 from django.urls import reverse
 
-from studio import selectors
-from studio.hosts import HostError
+from studio import pages, selectors
+from studio.host.contract import HostError
 from studio.models import RegisteredModel, Run, SessionKind, StudioSession, UsageRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -130,7 +130,7 @@ async def test_reset_with_a_handoff_starts_a_new_context(user: Any, make_session
     state = await host.state(sid)
     assert "an old topic" not in str(state.transcript)
     assert "We were comparing note apps." in str(state.transcript)
-    context = await sync_to_async(selectors.session_page_context)(await _fresh(session), state)
+    context = await sync_to_async(pages.session_page_context)(await _fresh(session), state)
     notices = [b.text for t in context["turns"] for b in t.blocks if b.kind == "notice"]
     assert any("reset" in n and "comparing note apps" in n for n in notices), notices
 
@@ -275,7 +275,7 @@ async def test_a_long_conversation_shows_the_newest_turns_and_loads_older_ones(
     runtime.restore_transcript(messages)
     client = await _client(user)
     page = (await client.get(reverse("studio:session_detail", args=[session.pk]))).content.decode()
-    assert page.count('class="turn"') == selectors.CONVERSATION_WINDOW
+    assert page.count('class="turn"') == pages.CONVERSATION_WINDOW
     assert "question 119" in page and "question 79" not in page
     assert 'data-first="80" data-total="120"' in page
     older = await client.get(reverse("studio:session_turns", args=[session.pk]) + "?start=40&end=80")

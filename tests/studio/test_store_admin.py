@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
-from studio.hosts import SessionHost
+from studio.host.session_host import SessionHost
 from studio.models import Run, StudioSession
 
 pytestmark = pytest.mark.django_db(transaction=True)

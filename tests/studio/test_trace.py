@@ -9,7 +9,7 @@ import pytest
 from django.template.loader import render_to_string
 
 from studio import trace, trace_records
-from studio.live import ContextLive, find_turn_start
+from studio.host.live import ContextLive
 from tests.studio.html_parts import element, elements, text
 
 
@@ -307,38 +307,45 @@ def test_the_code_mode_panel_highlights_the_script_and_keeps_everything_else_tex
 # --- where a live turn starts --------------------------------------------------------------------
 
 
-def _msg(role: str, text: str, entry: str, **extra: Any) -> dict[str, Any]:
-    return {"role": role, "content": [{"type": "text", "text": text}], "entry_id": entry, **extra}
+def _msg(role: str, text: str, entry: str, request: str | None, **extra: Any) -> dict[str, Any]:
+    content = [{"type": "text", "text": text}]
+    return {"role": role, "content": content, "entry_id": entry, "request_id": request, **extra}
 
 
 TRANSCRIPT = [
-    _msg("user", "one", "e1"),
-    _msg("assistant", "a1", "e2"),
-    _msg("user", "a steer", "e3"),
-    _msg("assistant", "a2", "e4"),
-    _msg("user", "[Background subagent 1 finished: look]\n\nresult", "e5", synthetic=True),
-    _msg("assistant", "a3", "e6"),
-    _msg("user", "two", "e7"),
-    _msg("user", "the model continued", "e8", synthetic=True),
+    _msg("user", "one", "e1", "r1"),
+    _msg("assistant", "a1", "e2", "r1"),
+    _msg("user", "a steer", "e3", "r1"),  # a steer is written by the turn it joined
+    _msg("assistant", "a2", "e4", "r1"),
+    _msg("user", "[Background subagent 1 finished: look]\n\nresult", "e5", "rd", synthetic=True),
+    _msg("assistant", "a3", "e6", "rd"),
+    _msg("user", "one", "e7", "r2"),  # the same words again: told apart by the request id
+    _msg("user", "the model continued", "e8", "r2", synthetic=True),
 ]
 
 
-def test_the_next_turn_starts_after_the_previous_one_and_skips_steers() -> None:
-    assert find_turn_start(TRANSCRIPT, "e1", {"e3"}, None) == 4  # the delivered result opens a turn
-    assert find_turn_start(TRANSCRIPT, "e5", set(), None) == 6
-    assert find_turn_start(TRANSCRIPT, "e1", set(), "two") == 6  # the expected prompt wins
-    assert find_turn_start(TRANSCRIPT, None, set(), None) == 6  # no previous: the newest
-    assert find_turn_start(TRANSCRIPT, "e7", set(), None) is None  # continuations are not turns
+def test_a_live_turn_is_its_requests_messages_never_a_guess_from_their_text() -> None:
+    """W2: the live turn is keyed by the runtime's request id: the messages of that request are
+    the live turn's (steers and continuations included), everything before is settled."""
+    ctx = ContextLive(0)
+    ctx.begin("r2")
+    assert ctx.settled_len(TRANSCRIPT) == 6
+    ctx.begin("rd")
+    assert ctx.settled_len(TRANSCRIPT[:6]) == 4  # the delivered result opens its own turn
+    ctx.begin("r1")
+    assert ctx.settled_len(TRANSCRIPT[:4]) == 0
+    ctx.begin("r3")
+    assert ctx.settled_len(TRANSCRIPT) == len(TRANSCRIPT)  # accepted, nothing of it stored yet
 
 
 def test_a_context_renders_everything_before_its_live_turn_from_the_store() -> None:
     ctx = ContextLive(0)
-    live = ctx.begin(TRANSCRIPT[:7], request_id="r2", expected_prompt="two")
-    assert live.prompt == "two" and ctx.settled_len(TRANSCRIPT) == 6
+    live = ctx.begin("r2")
+    assert live.request_id == "r2" and ctx.settled_len(TRANSCRIPT) == 6
     ctx.end("r2")
     assert ctx.settled_len(TRANSCRIPT) == len(TRANSCRIPT) and "r2" in ctx.ended
     resumed = ctx.begin_after(TRANSCRIPT, request_id="r2")
-    assert resumed.prompt is None and ctx.settled_len([*TRANSCRIPT, _msg("assistant", "x", "e9")]) == 8
+    assert resumed.resumed and ctx.settled_len([*TRANSCRIPT, _msg("assistant", "x", "e9", "r2")]) == 8
     assert "r2" not in ctx.ended
 
 
@@ -346,7 +353,7 @@ def test_a_context_renders_everything_before_its_live_turn_from_the_store() -> N
 def test_a_codemode_row_says_starting_until_a_snapshot_lists_its_execution() -> None:
     """A live ``codemode`` block before the snapshot has its execution says it is starting; a
     finished one the snapshot no longer lists says so (and still shows its script)."""
-    from studio.live import LiveBlock
+    from studio.host.live import LiveBlock
     from studio.rendering import render_block
 
     block = LiveBlock(key="b0", kind="tool", tool_call_id="e1:c1", name="codemode",

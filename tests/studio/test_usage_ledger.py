@@ -16,7 +16,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from studio import selectors
-from studio.hosts import SessionHost, set_session_host
+from studio.host.session_host import SessionHost, set_session_host
 from studio.models import Run, StudioSession, UsageRecord
 
 pytestmark = pytest.mark.django_db(transaction=True)

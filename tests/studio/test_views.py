@@ -165,7 +165,7 @@ def test_session_page_renders_with_demo_label_and_csp(
     assert response.status_code == 200
     html = response.content.decode()
     assert "offline demo model" in html
-    assert f'ws-connect="/ws/sessions/{session.pk}/"' in html
+    assert f'ws-connect="/ws/sessions/{session.pk}/?epoch=' in html  # the state the page shows
     assert "script-src 'self'" in response.headers["Content-Security-Policy"]
     for tab in ("Tasks", "Plan", "Records", "Usage"):
         assert tab in html

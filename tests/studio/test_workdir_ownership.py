@@ -174,7 +174,7 @@ def test_a_session_made_before_the_rules_on_the_root_is_not_opened(
 ) -> None:
     """W15: a confined session whose workdir is the root (made before this check) is refused
     when the host opens it, with the reason — its agent never lists everyone's folders."""
-    from studio.host_session import HostError
+    from studio.host.contract import HostError
     from studio.selectors import session_config
 
     legacy = StudioSession.objects.create(

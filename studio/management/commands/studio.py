@@ -2,8 +2,10 @@
 
 Migrates the database, creates a first user when there is none (the generated password is
 printed once and kept in ``<data dir>/initial-login.txt``, readable by the owner only),
-registers the offline demo model, then replaces itself with daphne serving
-``studio.asgi:application``. Idempotent: a second run changes nothing and just serves.
+registers the offline demo model, then serves: daphne for ``studio.asgi:application`` plus
+``STUDIO_WORKERS`` session-host workers, supervised (``studio.host.supervisor``); with
+``--workers 0`` (or in scale mode, whose workers an operator runs) it replaces itself with
+daphne. Idempotent: a second run changes nothing and just serves.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from studio.host.supervisor import supervise, worker_count
 from studio.models import Provider, RegisteredModel
 
 DEMO_MODEL_NAME = "Offline demo model"
@@ -69,6 +72,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dev", action="store_true", help="Development mode: Django's DEBUG on (never on a shared host)."
         )
+        parser.add_argument(
+            "--workers",
+            default=None,
+            help="Session-host worker processes beside daphne (default STUDIO_WORKERS, 0: the host inside "
+            "daphne; auto = one per core).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         data_dir = Path(settings.STUDIO_DATA_DIR)
@@ -107,4 +116,9 @@ class Command(BaseCommand):
             os.environ["DJANGO_DEBUG"] = "1"
             self.stdout.write(self.style.WARNING("Development mode: DEBUG is on (error pages list every URL)."))
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH")]))
+        workers = worker_count(options["workers"] if options["workers"] is not None else settings.STUDIO_WORKERS)
+        if workers and not settings.STUDIO_REDIS_URL and settings.STUDIO_HOST_MODE == "inprocess":
+            self.stdout.write(f"Session hosts: {workers} worker process(es) beside daphne")
+            sys.stdout.flush()
+            sys.exit(supervise(argv, workers, data_dir))
         os.execv(sys.executable, argv)

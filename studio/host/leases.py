@@ -1,8 +1,8 @@
 """Session leases (worker mode): which live worker holds which main session, kept in the database.
 
 A worker registers itself (``HostWorker``: its own request channel, a heartbeat) and holds each
-session it serves with a ``SessionLease`` row that it renews every third of
-``STUDIO_LEASE_SECONDS``. All times are the **database's** clock (``Now()``), so workers on
+session it serves with a ``SessionLease`` row that it renews every quarter of
+``STUDIO_LEASE_SECONDS`` (on a thread of its own). All times are the **database's** clock (``Now()``), so workers on
 machines whose clocks disagree still agree on who holds what.
 
 - **Claim** is one conditional ``UPDATE``: the row is taken only if it is free or expired (or
@@ -34,8 +34,10 @@ import math
 import os
 import random
 import socket
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -43,7 +45,7 @@ from django.db import close_old_connections, connection
 from django.db.models import Case, Count, DateTimeField, ExpressionWrapper, F, Q, Value, When
 from django.db.models.functions import Now
 
-from studio.host_session import HostError
+from studio.host.contract import HostError
 from studio.models import HostWorker, SessionLease
 
 log = logging.getLogger("studio.leases")
@@ -53,6 +55,9 @@ T = TypeVar("T")
 #: A worker whose heartbeat is older than this many lease lengths is forgotten (its row deleted;
 #: its leases become free). Long, so a frozen worker that wakes up still finds its own row.
 REAP_AFTER_LEASES = 30
+#: A renewal asked for by a change waits this long for the changes that come with it (a crash
+#: sooner than this after a turn starts leaves the session for the next request to move).
+COALESCE_S = 0.25
 
 
 def _in(seconds: float) -> ExpressionWrapper:
@@ -257,11 +262,32 @@ def _application_name(pid: int, hostname: str) -> str:
 # --- the worker's side ------------------------------------------------------------------------------
 
 
+def _fresh(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn`` on this thread's own database connection, closed again if it went stale."""
+    close_old_connections()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        close_old_connections()
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    """What one renewal and sweep found: sessions taken over from us, sessions we claimed."""
+
+    lost: list[str]
+    claimed: list[str]
+
+
 class LeaseKeeper:
     """One worker's leases: registration, heartbeat, renewal, takeover sweeps, clean shutdown.
 
-    Implements ``studio.host_session.SessionLeases``. Database calls run on a thread of their own (with
-    its own connection), so a renewal never queues behind the host's ORM work.
+    Implements ``studio.host.contract.SessionLeases``. The heartbeat, the renewal and the sweep's
+    claims run every quarter of the lease on a **thread of their own** (``studio-leases``, with its
+    own database connection), not on the event loop: a worker whose loop is busy with many
+    sessions still renews on time, and a dead worker's sessions are claimed by a live one within a
+    quarter of a lease of expiring, whatever its loop is doing. What the thread finds — sessions
+    taken over, sessions claimed — is handed to the loop, which drops or opens them.
     """
 
     def __init__(self, worker_id: str, channel: str, ttl: float, host: Callable[[], Any]) -> None:
@@ -270,10 +296,12 @@ class LeaseKeeper:
         self.ttl = ttl
         self._host = host
         self._valid: dict[str, float] = {}  # root → monotonic time until which it is surely ours
-        self._recorded: dict[str, bool] = {}  # root → the ``active`` flag the last renewal wrote
+        self._recorded: dict[str, bool] = {}  # root → the ``active`` flag last seen by note_activity
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="studio-leases")
-        self._wake = asyncio.Event()
-        self._loop_task: asyncio.Task[None] | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._adopting: set[str] = set()
         self._retry_after: dict[str, float] = {}  # a takeover that failed waits a lease length
         self._tasks: set[asyncio.Task[None]] = set()
@@ -281,27 +309,23 @@ class LeaseKeeper:
 
     @property
     def interval(self) -> float:
-        return self.ttl / 3
+        """A renewal and sweep every quarter of the lease: a live worker's lease never comes
+        within three missed renewals of expiring, and a dead one's is claimed within a quarter
+        lease of expiring."""
+        return self.ttl / 4
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        def call() -> T:
-            close_old_connections()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                close_old_connections()
-
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: _fresh(fn, *args, **kwargs))
 
     async def register(self) -> None:
         await self._db(register_worker, self.worker_id, self.channel, self.ttl)
 
     async def start(self) -> None:
-        """Register, then heartbeat, renew and sweep every third of the lease until shutdown."""
+        """Register, then heartbeat, renew and sweep every quarter of the lease until shutdown."""
         await self.register()
-        self._loop_task = asyncio.get_running_loop().create_task(
-            self._run(), name="studio-leases", context=contextvars.Context()
-        )
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name="studio-leases-renewal", daemon=True)
+        self._thread.start()
         log.info("worker %s (pid %d) registered on %s", self.worker_id, os.getpid(), self.channel)
 
     # -- SessionLeases ----------------------------------------------------------------------
@@ -331,66 +355,95 @@ class LeaseKeeper:
         return fenced
 
     def note_activity(self, root_id: str, active: bool) -> None:
+        """A session went from idle to having work (or back): renew now, so the lease row says
+        so before a crash right after a turn starts could hide it (changes that come together
+        are recorded by one renewal)."""
         if self._recorded.get(root_id) != active:
             self._recorded[root_id] = active
-            self._wake.set()  # renew now: the lease row records the change
+            self._wake.set()
 
-    # -- the loop ----------------------------------------------------------------------------
+    # -- the renewal thread ----------------------------------------------------------------------
 
     def sweep_soon(self) -> None:
         self._wake.set()
 
-    async def _run(self) -> None:
-        while not self.stopped:
+    def _run(self) -> None:
+        while not self._stop.is_set():
             try:
-                await self.tick()
+                found = self._cycle()
             except Exception:
                 log.exception("lease renewal or sweep failed; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
+            else:
+                if self._loop is not None and not self._loop.is_closed():
+                    self._loop.call_soon_threadsafe(self._spawn_apply, found)
+            if self._wake.wait(self.interval):
+                # Woken by a change: those that come in a burst (fifty turns starting at once)
+                # are recorded by one renewal.
+                self._stop.wait(COALESCE_S)
             self._wake.clear()
 
-    async def tick(self) -> None:
-        """Heartbeat, renew what the host holds (dropping what was taken over), then take over
-        this worker's share of orphaned active sessions."""
+    def _cycle(self) -> Cycle:
+        """Heartbeat, renew what the host holds, claim this worker's share of orphaned active
+        sessions (sync: the renewal thread's own database connection)."""
+        return _fresh(self._cycle_now)
+
+    def _cycle_now(self) -> Cycle:
         host = self._host()
         started = time.monotonic()
-        if not await self._db(heartbeat, self.worker_id, self.ttl):
-            await self._db(register_worker, self.worker_id, self.channel, self.ttl)
+        if not heartbeat(self.worker_id, self.ttl):
+            register_worker(self.worker_id, self.channel, self.ttl)
         activity = host.activity()
-        kept = await self._db(renew, self.worker_id, activity, self.ttl)
-        self._recorded = {root_id: busy for root_id, busy in activity.items() if root_id in kept}
+        kept = renew(self.worker_id, activity, self.ttl)
+        lost = []
         for root_id in activity:
             if root_id in kept:
                 self._valid[root_id] = started + self.ttl * 0.8
             else:
                 self._valid.pop(root_id, None)
-                await host.drop(root_id, "its lease was taken over by another worker")
-        await self._sweep(host)
+                lost.append(root_id)
+        claimed = self._claims()
         if random.random() < 0.05:
-            await self._db(reap, self.ttl)
+            reap(self.ttl)
+        return Cycle(lost=lost, claimed=claimed)
 
-    async def _sweep(self, host: Any) -> None:
+    def _claims(self) -> list[str]:
         if self.stopped:
-            return
-        candidates = await self._db(orphans, 200)
+            return []
+        candidates = orphans(200)
         if not candidates:
-            return
-        workers = max(1, len(await self._db(live_workers)))
-        quota = math.ceil(len(candidates) / workers)
+            return []
+        quota = math.ceil(len(candidates) / max(1, len(live_workers())))
+        claimed: list[str] = []
         for root_id in candidates:
             if quota <= 0 or self.stopped:
                 break
             if root_id in self._adopting or self._retry_after.get(root_id, 0.0) > time.monotonic():
                 continue
             started = time.monotonic()
-            term = await self._db(claim, root_id, self.worker_id, self.ttl)
+            term = claim(root_id, self.worker_id, self.ttl)
             if term is None:
                 continue  # another worker won it
             quota -= 1
             self._valid[root_id] = started + self.ttl * 0.8
             log.info("session %s: taken over (term %d)", root_id, term)
+            claimed.append(root_id)
+        return claimed
+
+    def _spawn_apply(self, found: Cycle) -> None:
+        self._spawn(self._apply(found))
+
+    async def _apply(self, found: Cycle) -> None:
+        host = self._host()
+        for root_id in found.lost:
+            await host.drop(root_id, "its lease was taken over by another worker")
+        for root_id in found.claimed:
+            self._adopting.add(root_id)
             self._spawn(self._adopt(host, root_id))
+
+    async def tick(self) -> None:
+        """One renewal and sweep now, its drops and openings awaited (tests, a clean start)."""
+        found = await self._db(self._cycle_now)
+        await self._apply(found)
 
     async def _adopt(self, host: Any, root_id: str) -> None:
         self._adopting.add(root_id)
@@ -414,10 +467,10 @@ class LeaseKeeper:
         workers (``peers(channels)``) to sweep now instead of at their next tick."""
         self.stopped = True
         await self._db(stopping, self.worker_id)
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._loop_task
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, self.ttl)
         for task in list(self._tasks):
             task.cancel()
         activity = await self._host().close()

@@ -4,9 +4,13 @@ Contract with the watchers (``studio.consumers``): every push is ``{"type": "ses
 "epoch", "term", "seq", "full", "html"}``. ``seq`` rises by one per push of a view within one
 host ``epoch`` (one process lifetime); ``term`` is the lease term the host holds the session
 under (worker mode; 0 in-process), so a watcher never goes back to the picture of a holder that
-lost the session. ``full`` pushes replace every region; the others patch whole blocks (never
-deltas) and the snapshot-driven regions. ``state()`` returns a ``HostState`` whose ``seq``
-already includes every change it shows.
+lost the session. ``full`` pushes replace every region; the others carry only the regions
+marked dirty since the last push (``Regions``) and the live turn's new and changed blocks.
+``state()`` returns a ``HostState`` whose ``seq`` already includes every change it shows.
+
+A push that needs no row of Studio's (streamed text, the context ring) is rendered right here
+on the event loop; only a push that reads rows goes through Django's database thread, so text
+never queues behind another session's database work.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from studio import selectors
-from studio.host_session import RUNNING_STATUSES, HostedSession, HostState, View, context_usage, notify
-from studio.live import LiveBlock
+from studio import pages, text_stream
+from studio.host.contract import RUNNING_STATUSES, HostState
+from studio.host.live import LiveBlock, LiveTurn
+from studio.host.state import HostedSession, View, notify
 
 log = logging.getLogger("studio.hosts")
 
@@ -38,35 +43,42 @@ class Publisher:
         """The view's state; ``transcript=False`` for a live patch, which renders no settled turn
         (reading a long transcript on every push would cost what the page saves by windowing)."""
         ctx = hs.contexts.get(view.target_id)
+        runtime = hs.runtime
         messages = (
-            list(hs.runtime.read_transcript(view.target_id or None, entry_ids=True))
-            if hs.runtime is not None and transcript
-            else []
+            list(runtime.read_transcript(view.target_id or None, entry_ids=True)) if runtime and transcript else []
         )
         live = ctx.live if ctx is not None else None
-        context = hs.snapshot_context(view.target_id) or {}
+        context = hs.snapshot_context(view.target_id)
+        usage = ctx.context_usage if ctx is not None else None
+        if usage is None and context is not None and context.context_usage is not None:
+            usage = context.context_usage.model_dump()
         return HostState(
             session_id=view.view_id,
             epoch=self.epoch,
             seq=view.seq,
-            running=live is not None
-            or context.get("status") in RUNNING_STATUSES,
+            running=live is not None or (context is not None and context.status in RUNNING_STATUSES),
             transcript=messages,
             base_len=ctx.settled_len(messages) if ctx is not None and live is not None and transcript else None,
-            live=live.to_dict() if live is not None else None,
-            context_usage=(ctx.context_usage if ctx is not None else None) or context_usage(hs.runtime, view.target_id),
-            snapshot=hs.snapshot,
+            live=self._live(hs, view, live) if live is not None else None,
+            context_usage=usage,
+            snapshot=hs.snapshot_data,
             target_id=view.target_id,
             term=hs.term,
         )
+
+    @staticmethod
+    def _live(hs: HostedSession, view: View, live: LiveTurn) -> dict[str, Any]:
+        sent = view.text_sent if view.text_turn == live.request_id else {}
+        streams = {key: text_stream.to_data(state) for key, state in sent.items()}
+        return {**live.to_dict(), "prompt": hs.prompts.get(live.request_id), "streams": streams}
 
     async def flush_loop(self, hs: HostedSession) -> None:
         """Batch changes: at most one push per view and flush interval, never deltas.
 
         The window is leading-edge and opened by streamed text only: a change after a quiet
         interval is pushed at once, and changes that come while a window is open go out together
-        when it closes. A full render (a turn opening or ending, a resync) opens no window, so
-        the text that follows it is not held back by it.
+        when it closes. A push of regions (a turn opening or ending, a snapshot) opens no window,
+        so the text that follows it is not held back by it.
         """
         loop = asyncio.get_running_loop()
         last_text = -math.inf
@@ -96,32 +108,42 @@ class Publisher:
         live turn's blocks), which is what the flush window rate-limits."""
         ctx = hs.contexts.get(view.target_id)
         live = ctx.live if ctx is not None else None
-        if view.full:
-            view.full = view.controls = view.trace = False
-            if live is not None:
-                live.take_changes()
-            view.seq += 1
-            state = self.state(hs, view)
-            html = await database_sync_to_async(selectors.render_full_regions)(view.view_id, state)
-            await self.send(hs, view, state.seq, full=True, html=html)
-            return False
+        regions = view.dirty.take()
         added: list[LiveBlock] = []
         changed: list[LiveBlock] = []
-        ring = False
         if live is not None and live.dirty:
-            added, changed, ring, trace_changed = live.take_changes()
-            view.trace = view.trace or trace_changed
-        if not (added or changed or ring or view.controls or view.trace):
+            added, changed, ring = live.take_changes()
+            regions.ring = regions.ring or ring
+        if not (added or changed or regions.any()):
             return False
-        controls, trace = view.controls, view.trace
-        view.controls = view.trace = False
         view.seq += 1
-        state = self.state(hs, view, transcript=False)
-        html = await database_sync_to_async(selectors.render_patch_regions)(
-            view.view_id, state, added=added, changed=changed, ring=ring, controls=controls, trace=trace
-        )
-        await self.send(hs, view, state.seq, full=False, html=html)
+        if regions.full:
+            view.cache.clear()  # a resync (a new holder, a reset): settings may have changed
+        sent = self._advance_text(view, live)
+        state = self.state(hs, view, transcript=regions.full or regions.conversation or regions.opening)
+        if pages.reads_rows(regions, state):
+            render = database_sync_to_async(pages.render_regions)
+            html = await render(view.view_id, state, regions, added=added, changed=changed, sent=sent, cache=view.cache)
+        else:
+            html = pages.render_regions(
+                view.view_id, state, regions, added=added, changed=changed, sent=sent, cache=view.cache
+            )
+        await self.send(hs, view, state.seq, full=regions.full, html=html)
         return bool(added or changed)
+
+    @staticmethod
+    def _advance_text(view: View, live: LiveTurn | None) -> dict[str, text_stream.StreamState]:
+        """Move each live text block's streaming state on to its text now; returns the states
+        before (what the page has, which the push's patches continue from)."""
+        if live is None:
+            view.text_sent, view.text_turn = {}, ""
+            return {}
+        before = view.text_sent if view.text_turn == live.request_id else {}
+        view.text_sent = {
+            b.key: text_stream.advance(b.text, before.get(b.key)) for b in live.blocks if b.kind == "text"
+        }
+        view.text_turn = live.request_id
+        return before
 
     async def send(self, hs: HostedSession, view: View, seq: int, *, full: bool, html: str) -> None:
         if hs.lost:

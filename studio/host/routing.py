@@ -5,7 +5,7 @@
 on the Redis channel layer, and a call is a request/reply message (``ChannelHostClient``):
 
 - **Routing.** A request for a session goes to the request channel of the live worker that
-  holds its *main* session's lease (``studio.leases``), so every view of a store reaches the one
+  holds its *main* session's lease (``studio.host.leases``), so every view of a store reaches the one
   process that owns it. With no live holder it goes to one of the least loaded live workers,
   which claims the lease itself; with no worker registered at all, to the shared
   ``studio-host`` channel every worker also consumes. A worker that finds the session held
@@ -39,15 +39,16 @@ from channels.layers import get_channel_layer
 from channels.worker import Worker
 from django.conf import settings
 
-from studio import leases, selectors
-from studio.host_session import HostError, HostState
-from studio.hosts import SessionHost, get_session_host, set_session_host
+from studio import selectors
+from studio.host import leases
+from studio.host.contract import HostError, HostState
+from studio.host.session_host import SessionHost, get_session_host, set_session_host
 
 log = logging.getLogger("studio.hosts")
 
 HOST_CHANNEL = "studio-host"
 #: Operations that only read: safe to send again when the worker handling them died.
-READS = {"state", "ping"}
+READS = {"state", "position", "ping"}
 
 
 class HostClient(Protocol):
@@ -79,6 +80,8 @@ async def _dispatch(host: SessionHost, op: str, session_id: str, args: dict[str,
         return {"pid": os.getpid(), "epoch": host.epoch, "worker": getattr(keeper, "worker_id", "")}
     if op == "state":
         return (await host.state(session_id)).to_dict()
+    if op == "position":
+        return list(await host.position(session_id))
     if op in _OPS:
         return await getattr(host, op)(session_id, **args)
     raise HostError("unknown_op", f"unknown host operation {op!r}")
@@ -97,6 +100,46 @@ class LocalHostClient:
         return await self.host.state(str(session_id))
 
 
+class RouteCache:
+    """What a web process knows about where sessions live, so a request usually reads no row:
+    a view's main session (it never changes), the route to its holder (until a request finds
+    it moved or gone, and for at most a third of a lease), and each worker's liveness (read once
+    per ``fresh`` seconds, not once per waiting request and slice)."""
+
+    def __init__(self, route_seconds: float, alive_seconds: float) -> None:
+        self.route_seconds = route_seconds
+        self.alive_seconds = alive_seconds
+        self._roots: dict[str, str] = {}
+        self._routes: dict[str, tuple[str, float]] = {}
+        self._alive: dict[str, tuple[bool, float]] = {}
+
+    async def root(self, session_id: str) -> str:
+        root = self._roots.get(session_id)
+        if root is None:
+            root = self._roots[session_id] = await database_sync_to_async(selectors.root_of)(session_id)
+        return root
+
+    async def route(self, root_id: str) -> str | None:
+        known = self._routes.get(root_id)
+        if known is not None and time.monotonic() - known[1] < self.route_seconds:
+            return known[0]
+        channel = await database_sync_to_async(leases.route)(root_id)
+        if channel is not None:
+            self._routes[root_id] = (channel, time.monotonic())
+        return channel
+
+    def forget(self, root_id: str) -> None:
+        self._routes.pop(root_id, None)
+
+    async def alive(self, channel: str) -> bool:
+        known = self._alive.get(channel)
+        if known is not None and time.monotonic() - known[1] < self.alive_seconds:
+            return known[0]
+        alive = await database_sync_to_async(leases.worker_alive)(channel)
+        self._alive[channel] = (alive, time.monotonic())
+        return alive
+
+
 class ChannelHostClient:
     """Worker mode: request/reply over the channel layer to the worker holding the session."""
 
@@ -104,15 +147,14 @@ class ChannelHostClient:
         self._layer = channel_layer
         self.timeout = settings.STUDIO_HOST_TIMEOUT if timeout is None else timeout
         self.slice_seconds = slice_seconds
+        self.routes = RouteCache(settings.STUDIO_LEASE_SECONDS / 3, slice_seconds / 2)
 
     @property
     def layer(self) -> Any:
-        if self._layer is None:
-            self._layer = get_channel_layer()
-        return self._layer
+        return self._layer if self._layer is not None else get_channel_layer()
 
     async def call(self, op: str, session_id: str, **args: Any) -> Any:
-        root_id = await database_sync_to_async(selectors.root_of)(str(session_id))
+        root_id = await self.routes.root(str(session_id))
         if op in ("release", "export"):
             # Only the holder has the store open; with none, nobody needs to let go of it
             # (release) and the caller works on the store directly (export).
@@ -138,12 +180,14 @@ class ChannelHostClient:
         deadline = time.monotonic() + self.timeout
         request = {"op": op, "session_id": session_id, "args": args}
         for _hop in range(4):
-            target = channel or await database_sync_to_async(leases.route)(root_id) or HOST_CHANNEL
+            target = channel or await self.routes.route(root_id) or HOST_CHANNEL
             try:
                 return await self._send_and_wait(target, request, deadline=deadline)
             except _Moved as moved:
+                self.routes.forget(root_id)
                 channel = moved.holder or None  # the holder it named, or a fresh route
             except _WorkerGone as gone:
+                self.routes.forget(root_id)
                 if op not in READS or not follow:
                     raise HostError(
                         "unavailable",
@@ -174,7 +218,7 @@ class ChannelHostClient:
                 if done:
                     reply = receiving.result()
                     break
-                if channel != HOST_CHANNEL and not await database_sync_to_async(leases.worker_alive)(channel):
+                if channel != HOST_CHANNEL and not await self.routes.alive(channel):
                     raise _WorkerGone(channel)
         finally:
             if not receiving.done():
@@ -241,12 +285,14 @@ class StudioWorker(Worker):
     """
 
     own_channel = ""
+    channels: list[str]
 
     async def handle(self) -> None:
         if HOST_CHANNEL not in self.channels:
             await super().handle()
             return
         layer = self.channel_layer
+        await asyncio.to_thread(warm_up)
         self.own_channel = await layer.new_channel()
         worker_id = uuid.uuid4().hex
         keeper = leases.LeaseKeeper(worker_id, self.own_channel, settings.STUDIO_LEASE_SECONDS, get_session_host)
@@ -281,7 +327,41 @@ class StudioWorker(Worker):
             await self.get_or_create_application_instance(channel, scope).put(message)
 
 
+def warm_up() -> None:
+    """Load what serving a session needs before the worker registers (the runtime's modules, the
+    providers, the templates), so its first sessions do not pay for imports and template parsing
+    while other sessions stream."""
+    import importlib
+
+    from django.template.loader import get_template
+
+    from studio import pages
+
+    for module in (
+        "agentcore.runtime",
+        "agentcore.session.driver",
+        "agentcore.providers.openai_completions",
+        "agentcore.providers.openai_responses",
+        "agentcore.providers.anthropic_messages",
+        "agentcore.demo",
+    ):
+        importlib.import_module(module)
+    for templates in pages.REGION_TEMPLATES.values():
+        for name in templates:
+            get_template(name)
+    for name in ("studio/_live_turn.html", "studio/_block.html", "studio/_block_parts.html", "studio/_turn.html"):
+        get_template(name)
+
+
+_channel_client: ChannelHostClient | None = None
+
+
 def get_host_client() -> HostClient:
+    """How this process reaches session hosts; in worker mode one client per process, so its
+    routes are learnt once for every request."""
+    global _channel_client
     if settings.STUDIO_HOST_MODE == "worker":
-        return ChannelHostClient()
+        if _channel_client is None:
+            _channel_client = ChannelHostClient()
+        return _channel_client
     return LocalHostClient(get_session_host())

@@ -17,11 +17,11 @@ snapshots, never Studio's own guesses.
 **Views.** One store holds several conversations (the runtime's ``target_id``): the main one,
 forks and subagents. Each is shown as its own page (a ``StudioSession`` row whose ``root`` is
 the main session), and each page watches its own group with its own sequence numbers
-(``studio.host_publish`` states the push contract; ``studio.host_events`` folds the events).
+(``studio.host.publisher`` states the push contract; ``studio.host.fold`` folds the events).
 
-Two deployments share this code (``studio.host_routing``): ``inprocess`` (default) runs the host
+Two deployments share this code (``studio.host.routing``): ``inprocess`` (default) runs the host
 inside the daphne process; ``worker`` runs it in ``manage.py runworker studio-host`` processes
-that *lease* main sessions through the database (``studio.leases``): a session is held by one
+that *lease* main sessions through the database (``studio.host.leases``): a session is held by one
 live worker, which renews it; a dead worker's sessions are claimed by a live one. Here that is
 the optional ``SessionLeases``: the host acquires a session's lease before opening its store,
 fences a stale owner that still holds the store, and drops a session the moment it learns it
@@ -36,7 +36,6 @@ import contextvars
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
@@ -44,29 +43,16 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from studio import runtime_options, selectors, services
-from studio.host_events import fold_event, fold_snapshot, sync_usage
-from studio.host_publish import Publisher
-from studio.host_session import (
-    HostedSession,
-    HostError,
-    HostState,
-    RuntimeFactory,
-    SessionConfig,
-    SessionLeases,
-    View,
-    agent_host,
-    agentcore_runtime_factory,
-    changed,
-    configured_factory,
-    event_dict,
-    host_error,
-    store_code,
-    store_lost,
-    touch,
-    wake,
-)
+from studio.host import effects
+from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, host_error, store_code, store_lost
+from studio.host.factory import RuntimeFactory, agent_host, configured_factory
+from studio.host.fold import fold_event, fold_snapshot, open_turn
+from studio.host.publisher import Publisher
+from studio.host.state import HostedSession, View, changed, touch, wake
 
-__all__ = ["HostError", "HostState", "SessionConfig", "SessionHost", "agentcore_runtime_factory"]
+if TYPE_CHECKING:
+    from agentcore.extensions.tasks.registry import AgentRegistry
+    from agentcore.runtime import AgentRuntime
 
 if TYPE_CHECKING:
     from studio.confinement import ToolConfinement
@@ -75,6 +61,7 @@ log = logging.getLogger("studio.hosts")
 #: Commands after which a model request may start on a model the composer offered (read from
 #: the registry now): the runtime gets the current model table first.
 MODEL_COMMANDS = ("submit", "configure")
+
 
 
 class SessionHost:
@@ -98,8 +85,9 @@ class SessionHost:
         self.leases = leases
         self._idle = settings.STUDIO_RUNTIME_IDLE_SECONDS if idle_seconds is None else idle_seconds
         self._extension_paths = list(settings.STUDIO_EXTENSIONS if extensions is None else extensions)
-        self._registry: Any = None
+        self._registry: AgentRegistry | None = None
         self._sessions: dict[str, HostedSession] = {}  # by main session id
+        self._view_roots: dict[str, str] = {}  # view id → its main session's id
         self._open_lock = asyncio.Lock()
         self._demo: Any = None  # one offline demo server shared by every demo session of this host
 
@@ -116,7 +104,7 @@ class SessionHost:
         return str(self._demo.base_url)
 
     @property
-    def registry(self) -> Any:
+    def registry(self) -> AgentRegistry:
         """One registry for every session of this host, built from ``STUDIO_EXTENSIONS``."""
         if self._registry is None:
             from studio.extensions import build_registry
@@ -139,6 +127,11 @@ class SessionHost:
         hs, view = await self._view(view_id)
         return self.publisher.state(hs, view)
 
+    async def position(self, view_id: str) -> tuple[str, int, int]:
+        """Which state a page of this view shows when it is current: (epoch, seq, term)."""
+        hs, view = await self._view(view_id)
+        return self.epoch, view.seq, hs.term
+
     async def prompt(
         self, view_id: str, *, prompt: str, agent: str = "build", mode: str = "follow_up"
     ) -> dict[str, str]:
@@ -151,8 +144,7 @@ class SessionHost:
         hs, view = await self._writable_view(view_id)
         request_id = uuid.uuid4().hex
         async with hs.lock:
-            pending = await database_sync_to_async(selectors.pending_run)(view.view_id)
-            if pending is not None:
+            if hs.context_status(view.target_id) == "paused":
                 raise HostError("waiting", "Answer the pending review or question first.")
             command: dict[str, Any] = {"type": "submit", "prompt": prompt, "mode": mode}
             if agent == "plan":
@@ -168,11 +160,16 @@ class SessionHost:
             hs.prompts[request_id] = prompt
             receipt = await self._control(hs, command, view, request_id=request_id)
             status = "running" if receipt.get("status") == "accepted" else "queued"
+            if status == "running":
+                open_turn(hs, view.target_id, request_id, agent=agent)
             if mode == "steer" and status == "queued":
                 hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
             await database_sync_to_async(services.run_submitted)(
                 view.view_id, request_id=request_id, prompt=prompt, agent=agent, status=status, mode=mode
             )
+            named = view.cache.get("session")
+            if named is not None and not named.title and prompt.strip():
+                named.title = services.title_from(prompt)  # what run_submitted wrote: the first prompt names it
             touch(hs, view, controls=True)
             return {"request_id": request_id, "status": str(receipt.get("status"))}
 
@@ -213,7 +210,7 @@ class SessionHost:
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
             receipt = await self._control(hs, {"type": "cancel", "scope": "task", "task_id": task_id}, view)
-            touch(hs, view, controls=True, trace=True)
+            touch(hs, view, controls=True, tasks=True)
             return list(receipt.get("cancelled") or [])
 
     async def resume_plan(self, view_id: str, *, approved: bool, notes: str = "") -> str:
@@ -249,7 +246,7 @@ class SessionHost:
             target_id = int(receipt["target_id"])
             new_id = await database_sync_to_async(services.fork_create)(view.view_id, target_id=target_id)
             hs.views[target_id] = View(new_id, target_id, kind="fork")
-            touch(hs, view, trace=True)
+            touch(hs, view, tasks=True, controls=True)
             return new_id
 
     async def reset(self, view_id: str, *, handoff: str) -> str:
@@ -278,7 +275,7 @@ class SessionHost:
             command["effort"] = effort
         async with hs.lock:
             receipt = await self._control(hs, command, view)
-            touch(hs, view, controls=True, trace=True)
+            touch(hs, view, controls=True, config=True, records=True)
             return int(receipt.get("version") or 0)
 
     async def start_task(self, view_id: str, *, name: str, task_input: Any = None) -> str:
@@ -288,7 +285,7 @@ class SessionHost:
             receipt = await self._control(
                 hs, {"type": "task", "name": name, "input": task_input, "background": True}, view
             )
-            touch(hs, view, trace=True)
+            touch(hs, view, tasks=True)
             return str(receipt.get("task_id"))
 
     async def wait_idle(self, view_id: str) -> None:
@@ -299,9 +296,8 @@ class SessionHost:
         """
         hs, view = await self._view(view_id)
         while True:
-            if hs.settled(view.target_id) and not hs.flushing:
-                if not view.full and not view.trace and not view.controls:
-                    return
+            if hs.settled(view.target_id) and not hs.flushing and not view.dirty.any():
+                return
             await changed(hs)
 
     async def wait_live(self, view_id: str) -> None:
@@ -389,7 +385,8 @@ class SessionHost:
         """Every open session and whether it has work that must go on (a turn, a queue, a
         pause, a task or timer): what a lease renewal records, so a dead holder's active
         sessions are taken over at once and its idle ones only when someone asks."""
-        return {root_id: not hs.quiet() for root_id, hs in self._sessions.items() if not hs.lost}
+        # list(): the lease keeper's renewal thread calls this while the loop may open a session
+        return {root_id: not hs.quiet() for root_id, hs in list(self._sessions.items()) if not hs.lost}
 
     async def adopt(self, root_id: str) -> None:
         """Open a session this worker just claimed (its holder died or shut down): the lease task
@@ -398,7 +395,7 @@ class SessionHost:
         config = await database_sync_to_async(selectors.session_config)(root_id)
         hs = await self._session(config)
         for view in hs.views.values():
-            view.full = True
+            view.dirty.everything()
         wake(hs)
 
     async def drop(self, root_id: str, reason: str) -> None:
@@ -418,11 +415,22 @@ class SessionHost:
     # -- opening and closing ------------------------------------------------------------------
 
     async def _view(self, view_id: str) -> tuple[HostedSession, View]:
+        """The open session and view of ``view_id``: from memory once its store is open and
+        ready (a command reads no row to find its view), else from the database."""
+        known = self._view_roots.get(str(view_id))
+        hs = self._sessions.get(known) if known is not None else None
+        if hs is not None and hs.runtime is not None and hs.ready.is_set() and not hs.lost:
+            if self.leases is None or self.leases.holds(hs.root_id):
+                view = next((v for v in hs.views.values() if v.view_id == str(view_id)), None)
+                if view is not None:
+                    hs.last_used = time.monotonic()
+                    return hs, view
         config = await database_sync_to_async(selectors.session_config)(str(view_id))
         hs = await self._session(config)
         view = hs.views.get(config.target_id)
         if view is None or view.view_id != config.session_id:
             view = hs.views[config.target_id] = View(config.session_id, config.target_id, kind=config.kind)
+        self._view_roots[config.session_id] = config.root_id
         hs.last_used = time.monotonic()
         return hs, view
 
@@ -488,14 +496,16 @@ class SessionHost:
             raise HostError(str(code), f"The session store could not be opened ({code}).") from exc
         hs.closing = False
         hs.ready = asyncio.Event()
-        hs.snapshot = hs.runtime.snapshot()
-        for turn in hs.snapshot.get("turns", []):  # turns that ended before this host opened the store
-            if turn.get("status") not in ("running", "queued"):
-                hs.context(int(turn.get("target_id") or 0)).ended.add(str(turn["request_id"]))
+        runtime = hs.runtime
+        hs.snapshot = runtime.session_snapshot(published=True)
+        hs.snapshot_data = hs.snapshot.model_dump(mode="json")
+        for turn in hs.snapshot.turns:  # turns that ended before this host opened the store
+            if turn.status not in ("running", "queued"):
+                hs.context(turn.target_id).ended.add(turn.request_id)
         views = {target: view.view_id for target, view in hs.views.items()}
-        await database_sync_to_async(services.runs_reconcile)(views, hs.snapshot.get("turns", []))
+        await database_sync_to_async(services.runs_reconcile)(views, hs.snapshot_data["turns"])
         hs.ledger_pos = await database_sync_to_async(services.ledger_position)(hs.root_id)
-        await sync_usage(hs)
+        await effects.sync_usage(hs)
         # Unfinished work the previous process left (an interrupted turn, queued inputs,
         # sleeping timers) resumes inside the lease: the driver finds it in the store.
         # Each task in a context of its own: not the request's (the lease outlives it), and not a
@@ -545,16 +555,18 @@ class SessionHost:
     async def _lease(self, hs: HostedSession) -> None:
         """Hold the runtime with ``serve()``: every prompt, decision and control is a command."""
         host = agent_host()
+        runtime = hs.runtime
+        assert runtime is not None
         while not hs.closing:
-            stream: AsyncIterator[Any] = hs.runtime.serve(host)
+            stream = runtime.serve(host)
             started = time.monotonic()
             try:
-                async with contextlib.aclosing(stream):  # type: ignore[type-var]
-                    async for raw in stream:
+                async with contextlib.aclosing(stream):  # type: ignore[type-var]  # serve() is an async generator
+                    async for event in stream:
                         hs.ready.set()
                         hs.folding = True
                         try:
-                            await fold_event(hs, event_dict(raw))
+                            await effects.apply(hs, fold_event(hs, event))
                         except Exception:  # Studio's bookkeeping failed; the store is still right
                             log.exception("session %s: could not fold an event", hs.root_id)
                         finally:
@@ -588,14 +600,14 @@ class SessionHost:
     async def _resume(self, hs: HostedSession, view: View, run: dict[str, Any], decision: dict[str, Any]) -> None:
         """Answer a paused request with the ``resume`` command; the turn goes live at once."""
         ctx = hs.context(view.target_id)
-        transcript = hs.runtime.read_transcript(view.target_id or None, entry_ids=True)
+        transcript = self._runtime(hs).read_transcript(view.target_id or None, entry_ids=True)
         ctx.begin_after(transcript, request_id=str(run["request_id"]), agent=run["agent"])
         try:
             await self._control(hs, {"type": "resume", "input_id": run["request_id"], **decision}, view)
         except HostError:
             ctx.end(None)
             raise
-        touch(hs, view, full=True)
+        touch(hs, view, conversation=True, pending=True, controls=True)
 
     # -- commands --------------------------------------------------------------------------
 
@@ -612,15 +624,18 @@ class SessionHost:
             body["target_id"] = view.target_id
         for _attempt in range(3):
             await hs.ready.wait()
+            runtime = self._runtime(hs)
             try:
-                receipt: dict[str, Any] = await hs.runtime.control(body)
+                receipt: dict[str, Any] = await runtime.control(body)
             except AgentError as exc:
                 if exc.code == AGENT_NOT_READY and not hs.closing:
                     continue  # the lease is switching between run() and serve()
                 raise host_error(exc) from exc
             # What the command changed is visible at once (the chip, the config version), not
-            # only when the lease reads the next snapshot off the bus.
-            await fold_snapshot(hs, hs.runtime.snapshot())
+            # only when the lease reads the next snapshot off the bus; the snapshot is built
+            # once, here (the session does not publish the same state again).
+            snapshot = runtime.session_snapshot(published=True)
+            await effects.apply(hs, fold_snapshot(hs, snapshot, snapshot.model_dump(mode="json")))
             return receipt
         raise HostError("unavailable", "The session is not ready; try again.")
 
@@ -630,14 +645,14 @@ class SessionHost:
         table = await database_sync_to_async(selectors.session_model_table)(hs.root_id)
         await hs.ready.wait()
         if table != hs.config.models:
-            hs.runtime.update_models(table)
+            self._runtime(hs).update_models(table)
             hs.config.models = table
 
-    # -- publishing ------------------------------------------------------------------------
-
-    def _view_id(self, hs: HostedSession, target_id: int) -> str:
-        view = hs.views.get(target_id)
-        return view.view_id if view is not None else hs.root_id
+    @staticmethod
+    def _runtime(hs: HostedSession) -> AgentRuntime:
+        if hs.runtime is None:
+            raise HostError("unavailable", "The session is not open; try again.")
+        return hs.runtime
 
 
 _host: SessionHost | None = None
