@@ -20,7 +20,7 @@ async def test_the_first_prompt_names_the_session_without_a_reload(studio_server
     assert await page.inner_text("#session-title") == f"Session {session_id[:8]}"
     await send(page, "Compare three note-taking apps")
     await page.wait_for_selector("#session-title:text('Compare three note-taking apps')")
-    await page.wait_for_function("document.title.startsWith('Compare three note-taking apps')")
+    await page.wait_for_function("() => document.title.startsWith('Compare three note-taking apps')")
     await wait_settled(page)
 
 

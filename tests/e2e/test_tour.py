@@ -120,9 +120,9 @@ async def test_product_tour(tour_server: Studio, browser: Any) -> None:
     await phone.goto(review_url)
     await phone.wait_for_selector("#conn-state.on")
     # The page opens scrolled to the end of the conversation (smoothly): wait until it got there.
-    await phone.wait_for_function(
-        "(() => { const r = document.querySelector('#approve-plan').getBoundingClientRect();"
-        " return r.top >= 0 && r.bottom <= innerHeight; })()"
+    await phone.wait_for_function(  # a function, not an expression: the page's CSP refuses eval()
+        "() => { const r = document.querySelector('#approve-plan').getBoundingClientRect();"
+        " return r.top >= 0 && r.bottom <= innerHeight; }"
     )
     await screenshot(phone, "mobile-plan-review")
     await phone.goto(tools_url)
