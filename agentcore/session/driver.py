@@ -234,10 +234,16 @@ class SessionDriver:
         return not any(not key.startswith("abort-watch:") for key in self._activities)
 
     def _on_commit(self, commit: Commit, seq: int) -> None:
-        if commit.registers or commit.receipts or commit.usage or commit.tasks:
+        """A commit the snapshot shows schedules a ``session`` event. Whoever committed it (a
+        task phase going to sleep, an extension's register) may emit nothing itself, so the
+        first change after a published snapshot wakes the bus; later ones ride on that wake."""
+        if self._dirty:
+            return
+        if commit.registers or commit.receipts or commit.usage or commit.tasks or any(
+            entry.kind != "fragment" for entry in commit.entries
+        ):
             self._dirty = True
-        elif any(entry.kind != "fragment" for entry in commit.entries):
-            self._dirty = True
+            self._bus.put_nowait(_WAKE)
 
     def session_event(self) -> SessionEvent:
         self._dirty = False
