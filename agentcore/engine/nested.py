@@ -25,7 +25,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from agentcore.engine.call_limits import OMITTED_KEY, too_deep, too_deep_note, too_deep_result
 from agentcore.engine.interrupted import interrupted_result
@@ -41,7 +41,7 @@ from agentcore.tools.lifeline import new_call_token
 
 if TYPE_CHECKING:
     from agentcore.engine.base import TurnConfig
-    from agentcore.engine.tool_round import ToolRound
+    from agentcore.harness.projection import ConversationLog
 
 NOT_NESTABLE = frozenset({ASK_USER, "subagent"})  # they wait for a person / start a context
 STOP_GRACE_S = 5.0  # how long a stopped nested call may take to honour its abort signal
@@ -58,6 +58,29 @@ class NestingTool(AgentTool):
     (which has no ``NestedCalls`` to give) gets."""
 
     run_nested: NestedRun | None = None
+
+
+class CallerRound(Protocol):
+    """What nested calls need of the tool round running their parent call — its log, its clock
+    and its approval step — so they take a direct call's path without holding the engine."""
+
+    @property
+    def log(self) -> ConversationLog: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    async def approve_call(
+        self,
+        op: dict[str, Any],
+        cfg: TurnConfig,
+        tool: AgentTool,
+        call: dict[str, Any],
+        arguments: dict[str, Any],
+        key: str,
+        *,
+        caller: dict[str, Any] | None = None,
+    ) -> str | bool: ...
 
 
 class ReplayMismatch(Exception):
@@ -89,7 +112,7 @@ def arguments_digest(arguments: Any) -> str:
 class NestedCalls:
     """The nested-call runner of one parent call; see the module docstring."""
 
-    engine: ToolRound
+    engine: CallerRound
     op: dict[str, Any]
     cfg: TurnConfig
     parent_call: dict[str, Any]

@@ -28,11 +28,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from agentcore.errors import InputValidationError, ToolError
+from agentcore.extensions.environment.target import EnvironmentContext, ExecutionTarget, OpenEnvironment
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.session.extension import BaseExtension
 from agentcore.tools.base import ToolContext, ToolResult
@@ -47,26 +47,6 @@ REGISTER: Final = "environment"
 FIELD: Final = "session.environment"
 MAX_NAME: Final = 200
 _STATUSES: Final = ("not_connected", "connected", "error", "closed")
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutionTarget:
-    """Where the session's tools should run, as the runtime was configured (paths on the target)."""
-
-    cwd: str
-    allowed_directories: tuple[str, ...]
-    permission_policy: str
-
-
-@dataclass(frozen=True, slots=True)
-class EnvironmentContext:
-    """What ``open`` learns about the session asking for the environment."""
-
-    session_id: str
-    owner_id: str
-
-
-OpenEnvironment = Callable[[ExecutionTarget, EnvironmentContext], Awaitable[AgentExecutionEnv]]
 
 
 @dataclass(frozen=True, slots=True)

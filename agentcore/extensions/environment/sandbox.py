@@ -48,8 +48,8 @@ from agentcore.errors import ToolError
 from agentcore.tools.display import display_name
 
 if TYPE_CHECKING:
-    from agentcore.extensions.environment import EnvironmentContext, ExecutionTarget
     from agentcore.extensions.environment.remote import RemoteExecutionEnv
+    from agentcore.extensions.environment.target import EnvironmentContext, ExecutionTarget
 
 SYSTEM_DIRS: Final = ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/sbin")
 #: With ``network``: what name resolution and TLS need (read-only, where present).

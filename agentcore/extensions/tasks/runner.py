@@ -41,6 +41,7 @@ from agentcore.extensions.tasks.phase_state import (
 )
 from agentcore.extensions.tasks.registry import AgentRegistry, RegistrySnapshot
 from agentcore.extensions.tasks.task_tools import bind_task_tool
+from agentcore.harness.projection import StoreView
 from agentcore.harness.storage import Commit, TaskRow
 from agentcore.session.commands import check_strict_json
 from agentcore.session.contexts import Context
@@ -272,6 +273,14 @@ class TaskScheduler(BaseExtension):
         self._running.clear()
 
     # --- rows ---------------------------------------------------------------------------
+
+    @property
+    def view(self) -> StoreView:
+        return self.driver.view
+
+    def definition(self, name: str) -> AgentTaskDefinition | None:
+        """The installed definition of ``name`` now (the registry's current snapshot)."""
+        return self.registry.snapshot.task(name)
 
     def new_row(
         self,
