@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentcore.compaction.settings import CompactionSettings
 from agentcore.demo import DemoServer, demo_model_options
 from agentcore.engine.base import TurnConfig
-from agentcore.engine.compaction import CompactionSettings
 from agentcore.errors import AgentError, InputValidationError
 from agentcore.inputs import AgentOptions
 from agentcore.models import resolve_effort, resolve_model

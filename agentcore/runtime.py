@@ -21,9 +21,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from agentcore.clock import WallClock, system_clock
+from agentcore.compaction.settings import CompactionSettings
 from agentcore.config import ConfigResolver
 from agentcore.context.meter import ContextMeter
-from agentcore.engine.compaction import CompactionSettings
 from agentcore.engine.operations import (
     apply_resume,
     input_hash,

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from agentcore.engine.compaction import CompactionSettings
+from agentcore.compaction.settings import CompactionSettings
 from agentcore.engine.endings import (
     answer_text,
     end_operation,

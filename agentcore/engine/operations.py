@@ -15,8 +15,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from agentcore.compaction.settings import is_manual_command
 from agentcore.engine.base import Configure
-from agentcore.engine.compaction import is_manual_command
 from agentcore.engine.endings import end_operation_aborted
 from agentcore.engine.turn import TurnEngine
 from agentcore.errors import RUN_FAILED, InputValidationError

@@ -13,17 +13,13 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agentcore.context.compaction import CompactionPlan, plan_compaction, summary_message
-from agentcore.engine.base import TurnConfig
-from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
+from agentcore.compaction.background import BackgroundCompactions
 from agentcore.engine.operations import apply_resume, start_op
-from agentcore.engine.usage import AttemptTiming, usage_payload
 from agentcore.errors import REQUEST_CONFLICT, UNKNOWN_TASK, VERSION_CONFLICT, AgentError, InputValidationError
 from agentcore.harness.projection import ConversationLog
-from agentcore.harness.storage import Commit, Receipt, RegisterWrite, TaskRow
+from agentcore.harness.storage import Commit, Receipt, RegisterWrite
 from agentcore.inputs import AgentInput
-from agentcore.messages import AssistantMessage, ImageContent, message_to_dict
-from agentcore.providers.base import ProviderFailure
+from agentcore.messages import ImageContent
 from agentcore.session import queue as input_queue
 from agentcore.session.commands import (
     CancelCommand,
@@ -52,9 +48,9 @@ SETTLED = ("completed", "failed", "aborted", "settled", "applied")
 
 
 class ControlHandlers:
-    def __init__(self, driver: SessionDriver) -> None:
+    def __init__(self, driver: SessionDriver, compactions: BackgroundCompactions) -> None:
         self.driver = driver
-        self._compactions: dict[str, dict[str, Any]] = {}  # finished background summaries to apply
+        self.compactions = compactions
 
     async def handle(self, raw: Any) -> dict[str, Any]:
         command = parse_command(raw)
@@ -342,10 +338,8 @@ class ControlHandlers:
                 if child.target_id not in owned:
                     raise InputValidationError(f"task {task_id!r} does not belong to this target", field="task_id")
                 return driver.cancel_all(child, "cancelled by the host")
-        if task_id in self._compactions or task_id in driver.view.tasks:
-            row = driver.view.tasks.get(task_id)
-            if row is not None and row.payload.get("kind") == "compaction":
-                return self._stop_compaction(task_id)
+        if self.compactions.owns(task_id):
+            return self.compactions.stop(task_id)
         for source in driver.extensions:
             result = source.cancel_task(target, task_id, owned)
             if result is not None:
@@ -367,178 +361,8 @@ class ControlHandlers:
     # --- background compaction -----------------------------------------------------------------
 
     async def _compact(self, command: CompactCommand, target: Context, digest: str) -> dict[str, Any]:
-        log = self._log(target)
-        task_id = f"compact:{command.request_id}"
-        row = TaskRow(
-            task_id,
-            target.conversation_id,
-            {
-                "kind": "compaction",
-                "name": "compaction",
-                "status": "running",
-                "instructions": command.instructions,
-                "target_id": target.target_id,
-                "generation": log.compaction_generation,
-                "created_ms": log.now_ms(),
-            },
-        )
-        receipt = self._receipt(command, "started", task_id=task_id)
-        self._record(log, command, digest, receipt, Commit(tasks=[row]))
-        self.start_compaction(target, task_id)
+        row = self.compactions.command_row(target, command.request_id, command.instructions)
+        receipt = self._receipt(command, "started", task_id=row.task_id)
+        self._record(self._log(target), command, digest, receipt, Commit(tasks=[row]))
+        self.compactions.start(target, row.task_id)
         return receipt
-
-    def maybe_start_background(self, target: Context) -> None:
-        """``compaction.background_tokens`` (C5): once the context passes it, summarize the older
-        part in the background, at most once per context generation, so the foreground rarely
-        has to stop for the 90% threshold."""
-        driver = self.driver
-        settings = driver.options.compaction
-        if not settings.enabled or not settings.background_tokens:
-            return
-        log = self._log(target)
-        usage = driver.meter(log).usage()
-        if usage is None or usage["used"] < settings.background_tokens:
-            return
-        for row in driver.view.tasks.values():
-            payload = row.payload
-            if row.conversation_id == target.conversation_id and payload.get("kind") == "compaction":
-                if payload.get("status") == "running" or payload.get("generation") == log.compaction_generation:
-                    return
-        if not self._compaction_plan(target)[0].to_summarize:
-            return  # everything is still within keep_recent_tokens
-        task_id = f"compact:auto:{log.compaction_generation}:{log.head or 'start'}"
-        payload = {
-            "kind": "compaction",
-            "name": "compaction",
-            "status": "running",
-            "auto": True,
-            "generation": log.compaction_generation,
-            "target_id": target.target_id,
-            "created_ms": log.now_ms(),
-        }
-        log.commit(Commit(tasks=[TaskRow(task_id, target.conversation_id, payload)]))
-        self.start_compaction(target, task_id)
-
-    def start_compaction(self, target: Context, task_id: str) -> None:
-        self.driver.spawn(task_id, lambda: self._run_compaction(target, task_id))
-
-    def resume_compactions(self) -> None:
-        """Background compactions a crash interrupted start again (their summary is redone)."""
-        for row in list(self.driver.view.tasks.values()):
-            if row.payload.get("kind") == "compaction" and row.payload.get("status") == "running":
-                if row.task_id not in self._compactions:
-                    target = self.driver.contexts.by_conversation(row.conversation_id)
-                    self.start_compaction(target, row.task_id)
-
-    def _compaction_plan(self, target: Context) -> tuple[CompactionPlan, TurnConfig, int]:
-        """What a background compaction of ``target`` would summarize now (C4's cut)."""
-        driver = self.driver
-        log = self._log(target)
-        op = log.op or driver.new_op(log, "compaction-plan", {})
-        cfg = driver.configure(log, op, target)
-        window = cfg.context_window or cfg.model.context_window
-        settings = cfg.compaction
-        max_tokens = summary_max_tokens(cfg.model, window)
-        plan = plan_compaction(
-            log.messages,
-            window=window,
-            reserve_tokens=settings.reserve(window),
-            keep_recent_tokens=settings.keep_recent(window),
-            max_summary_tokens=max_tokens,
-            force=False,
-        )
-        return plan, cfg, max_tokens
-
-    async def _run_compaction(self, target: Context, task_id: str) -> None:
-        driver = self.driver
-        log = self._log(target)
-        row = driver.view.tasks[task_id]
-        plan, cfg, max_tokens = self._compaction_plan(target)
-        abort = asyncio.Event()
-        self._compactions[task_id] = {"abort": abort, "state": "running"}
-        if plan.oversize or not plan.to_summarize:
-            reason = plan.oversize_error() if plan.oversize else None
-            self._finish_compaction(task_id, "failed" if reason else "completed", error=reason, note="nothing to do")
-            return
-        counter = 0
-
-        async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None, timing: AttemptTiming) -> None:
-            nonlocal counter
-            payload = usage_payload(message, task_id, ok=failure is None, timing=timing)
-            payload.update(purpose="compaction", auto=True, background=True)
-            if failure is not None:
-                payload["error"] = {"kind": failure.kind, "message": failure.message}
-            log.commit(Commit(usage=[log.usage_row(f"{task_id}:{counter}", payload)]))
-            counter += 1
-
-        outcome = await summarize(
-            plan,
-            cfg.provider,
-            cfg.model,
-            abort=abort,
-            max_tokens=max_tokens,
-            on_attempt=on_attempt,
-            instructions=row.payload.get("instructions"),
-            clock=log.now_ms,
-        )
-        if abort.is_set():
-            self._finish_compaction(task_id, "aborted", error="cancelled")
-            return
-        if outcome.failure is not None:
-            self._finish_compaction(task_id, "failed", error=outcome.failure.message)
-            return
-        keep_from = first_kept_entry(log.message_entry_ids, log.messages, plan.cut_index)
-        self._compactions[task_id] = {
-            "state": "ready",
-            "generation": log.compaction_generation,
-            "keep_from": keep_from,
-            "summary": outcome.text,
-            "count": len(plan.to_summarize),
-        }
-        if log.op is None:
-            self.apply_background_compaction(target)
-
-    def apply_background_compaction(self, target: Context) -> None:
-        """Apply finished background summaries of ``target`` (at an input or request boundary)."""
-        log = self._log(target)
-        for task_id, state in list(self._compactions.items()):
-            row = self.driver.view.tasks.get(task_id)
-            if state.get("state") != "ready" or row is None or row.conversation_id != target.conversation_id:
-                continue
-            if state["generation"] != log.compaction_generation:
-                self._finish_compaction(task_id, "aborted", error="the context changed (another compaction)")
-                continue
-            entry = log.entry(
-                "compaction",
-                {
-                    "summary_message": message_to_dict(summary_message(state["summary"])),
-                    "keep_from_entry": state["keep_from"],
-                    "auto": True,
-                    "background": True,
-                    "summarized": state["count"],
-                    "task_id": task_id,
-                    "started_ms": row.payload.get("created_ms"),
-                    "ended_ms": log.now_ms(),
-                },
-            )
-            self._finish_compaction(task_id, "completed", entries=[entry])
-
-    def _finish_compaction(
-        self, task_id: str, status: str, *, error: str | None = None, note: str | None = None, entries: Any = None
-    ) -> None:
-        driver = self.driver
-        row = driver.view.tasks[task_id]
-        log = driver.view.log(row.conversation_id)
-        payload = dict(row.payload, status=status, error=error, note=note, ended_ms=log.now_ms())
-        log.commit(Commit(entries=list(entries or []), tasks=[TaskRow(task_id, row.conversation_id, payload)]))
-        self._compactions.pop(task_id, None)
-
-    def _stop_compaction(self, task_id: str) -> list[str]:
-        state = self._compactions.get(task_id)
-        if state is None:
-            return []
-        if state.get("state") == "ready":
-            self._finish_compaction(task_id, "aborted", error="cancelled")
-        elif "abort" in state:
-            state["abort"].set()
-        return [task_id]

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentcore.compaction.background import BackgroundCompactions
 from agentcore.config import ToolScope
 from agentcore.context.meter import ContextMeter
 from agentcore.engine.base import EngineBase, TurnConfig
@@ -95,7 +96,8 @@ class SessionDriver:
         from agentcore.session.control import ControlHandlers
 
         self.children = Children(self)
-        self.control_handlers = ControlHandlers(self)
+        self.compactions = BackgroundCompactions(self, options.compaction)
+        self.control_handlers = ControlHandlers(self, self.compactions)
         view.on_commit(self._on_commit)
         self.extensions: list[SessionExtension] = build_extensions(self, options.extensions)
 
@@ -271,7 +273,7 @@ class SessionDriver:
             if (op is not None and op.get("phase") != "paused") or (op is None and queued):
                 self.start_loop(context)
         self.children.deliver_finished()
-        self.control_handlers.resume_compactions()
+        self.compactions.resume()
         for source in self.extensions:
             source.ensure_activities()
 
@@ -316,7 +318,7 @@ class SessionDriver:
             if op.get("phase") == "paused":
                 break
             await self.drive(context, op)
-            self.control_handlers.apply_background_compaction(context)  # an input boundary
+            self.compactions.apply(context)  # an input boundary
         if context.kind == "subagent":
             self.children.deliver_finished()  # the parent gets the result as its next input
             self.ensure_activities()
@@ -601,8 +603,8 @@ class _Port:
             fresh = driver.new_op(engine.log, op["request_id"], dict(op.get("settings") or {}), mode=op.get("mode"))
             value = dict(op, settings=fresh["settings"], pinned=fresh["pinned"], config_version=version)
             engine.log.commit(Commit(registers=[engine.log.set_op(value)]))
-        driver.control_handlers.apply_background_compaction(self.context)
-        driver.control_handlers.maybe_start_background(self.context)
+        driver.compactions.apply(self.context)
+        driver.compactions.maybe_start(self.context)
 
     def at_tool_boundary(self, engine: EngineBase, commit: Commit) -> None:
         driver = self.driver
