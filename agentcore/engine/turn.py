@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, assert_never
 
 from agentcore.compaction.step import CompactionStep
 from agentcore.engine.base import EngineBase, TurnConfig
@@ -255,27 +255,30 @@ class TurnEngine(ToolRound, CompactionStep):
                 timing.first_token_ms = self.log.now_ms()
                 if span is not None and started is not None:
                     span.set(gen_ai__response__time_to_first_chunk=self.clock() - started)
-            if event is None:  # the flush window passed while the provider was quiet
-                pass
-            elif isinstance(event, TextDelta):
-                buffer.add(event.index, "text", event.text)
-                pending.append(TextDeltaEvent.model_construct(index=event.index, delta=event.text))
-                streamed_chars += len(event.text)
-            elif isinstance(event, ThinkingDelta):
-                buffer.add(event.index, "thinking", event.text)
-                pending.append(ThinkingDeltaEvent.model_construct(index=event.index, delta=event.text))
-                streamed_chars += len(event.text)
-            elif isinstance(event, ToolCallDelta):
-                streamed_chars += len(event.partial_json)
-            elif isinstance(event, WebSearchUpdate):
-                pending.append(WebSearchEvent(search=event.search))
-            elif isinstance(event, SourcesFound):
-                pending.append(SourcesEvent(sources=event.sources))
-            elif isinstance(event, StreamEnd):
-                end = event
-                break
-            elif isinstance(event, (BlockStart, ToolCallEnd)):
-                continue
+            match event:  # every kind of stream event, checked exhaustive
+                case None:  # the flush window passed while the provider was quiet
+                    pass
+                case TextDelta():
+                    buffer.add(event.index, "text", event.text)
+                    pending.append(TextDeltaEvent.model_construct(index=event.index, delta=event.text))
+                    streamed_chars += len(event.text)
+                case ThinkingDelta():
+                    buffer.add(event.index, "thinking", event.text)
+                    pending.append(ThinkingDeltaEvent.model_construct(index=event.index, delta=event.text))
+                    streamed_chars += len(event.text)
+                case ToolCallDelta():
+                    streamed_chars += len(event.partial_json)
+                case WebSearchUpdate():
+                    pending.append(WebSearchEvent(search=event.search))
+                case SourcesFound():
+                    pending.append(SourcesEvent(sources=event.sources))
+                case StreamEnd():
+                    end = event
+                    break
+                case BlockStart() | ToolCallEnd():
+                    continue
+                case _:
+                    assert_never(event)
             if buffer.due():
                 fragments = buffer.drain(self.request_id)
                 timing.stamp(fragments, self.log.now_ms())

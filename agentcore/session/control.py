@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from agentcore.compaction.background import BackgroundCompactions
 from agentcore.engine.operations import apply_resume, start_op
@@ -23,6 +23,7 @@ from agentcore.messages import ImageContent
 from agentcore.session import queue as input_queue
 from agentcore.session.commands import (
     CancelCommand,
+    Command,
     CompactCommand,
     ConfigureCommand,
     DeleteCommand,
@@ -69,10 +70,39 @@ class ControlHandlers:
             if command.type == "snapshot":
                 again["snapshot"] = driver.snapshot().model_dump(mode="json")
             return again
-        target = driver.contexts.by_target(command.target_id)
-        handler = getattr(self, f"_{command.type}")
-        receipt: dict[str, Any] = await handler(command, target, digest)
-        return receipt
+        return await self._apply(command, driver.contexts.by_target(command.target_id), digest)
+
+    async def _apply(self, command: Command, target: Context, digest: str) -> dict[str, Any]:
+        """The one route from a command to its handler; the checker sees every kind handled."""
+        match command:
+            case SubmitCommand():
+                return await self._submit(command, target, digest)
+            case WithdrawCommand():
+                return await self._withdraw(command, target, digest)
+            case PromoteCommand():
+                return await self._promote(command, target, digest)
+            case ResumeCommand():
+                return await self._resume(command, target, digest)
+            case ResetCommand():
+                return await self._reset(command, target, digest)
+            case ForkCommand():
+                return await self._fork(command, target, digest)
+            case DeleteCommand():
+                return await self._delete(command, target, digest)
+            case ConfigureCommand():
+                return await self._configure(command, target, digest)
+            case PlanCommand():
+                return await self._plan(command, target, digest)
+            case CancelCommand():
+                return await self._cancel(command, target, digest)
+            case SnapshotCommand():
+                return await self._snapshot(command, target, digest)
+            case TaskCommand():
+                return await self._task(command, target, digest)
+            case CompactCommand():
+                return await self._compact(command, target, digest)
+            case _:
+                assert_never(command)
 
     # --- helpers --------------------------------------------------------------------------
 
