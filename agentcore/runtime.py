@@ -49,6 +49,7 @@ from agentcore.errors import (
 )
 from agentcore.events import AgentEvent, RunEndEvent
 from agentcore.harness.memory_store import MemoryStorageFactory
+from agentcore.harness.op_state import OpState
 from agentcore.harness.projection import ConversationLog, StoreView, new_id
 from agentcore.harness.storage import AgentStorage, Commit, StorageFactory
 from agentcore.harness.storage_option import open_from_factory, resolve_storage_factory
@@ -437,7 +438,7 @@ class AgentRuntime:
             record_failure(log, request_id, exc, self._configure)
             raise AgentError(RUN_FAILED, f"the run failed: {exc}") from exc
 
-    def _new_op(self, request_id: str, input: AgentInput) -> dict[str, Any]:
+    def _new_op(self, request_id: str, input: AgentInput) -> OpState:
         settings = run_settings(input)
         return new_op(
             request_id,
@@ -455,7 +456,7 @@ class AgentRuntime:
             images.extend(await asyncio.to_thread(load_image_files, input.image_files, workdir))
         return images
 
-    def _configure(self, op: dict[str, Any]) -> TurnConfig:
+    def _configure(self, op: OpState) -> TurnConfig:
         """The turn configuration for ``op``; keeps the context meter's static part in step."""
         cfg = self.config.configure(op, style_on=style_on(self.log))
         self.meter.set_static(cfg, cfg.system_prompt, cfg.tools, cfg.context_window or cfg.model.context_window)

@@ -28,6 +28,7 @@ from agentcore.compaction.summary import first_kept_entry, summarize, summary_ma
 from agentcore.context.meter import ContextMeter
 from agentcore.engine.base import TurnConfig
 from agentcore.engine.usage import AttemptTiming, usage_payload
+from agentcore.harness.op_state import OpState
 from agentcore.harness.projection import ConversationLog, StoreView
 from agentcore.harness.storage import Commit, Entry, TaskRow
 from agentcore.messages import AssistantMessage, message_to_dict
@@ -56,9 +57,9 @@ class CompactionHost(Protocol):
         *,
         mode: str | None = None,
         compaction: bool = False,
-    ) -> dict[str, Any]: ...
+    ) -> OpState: ...
 
-    def configure(self, log: ConversationLog, op: dict[str, Any], context: Context | None = None) -> TurnConfig: ...
+    def configure(self, log: ConversationLog, op: OpState, context: Context | None = None) -> TurnConfig: ...
 
     def spawn(self, key: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None] | None: ...
 

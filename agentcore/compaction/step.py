@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from agentcore.compaction.plan import plan_compaction, should_compact, summary_message
 from agentcore.compaction.summary import first_kept_entry, summarize, summary_max_tokens
@@ -20,6 +19,7 @@ from agentcore.engine.base import EngineBase, TurnConfig
 from agentcore.engine.usage import AttemptTiming, usage_payload
 from agentcore.errors import MODEL_ERROR
 from agentcore.events import AgentEvent, CompactionEvent
+from agentcore.harness.op_state import OpState
 from agentcore.harness.storage import Commit
 from agentcore.messages import AssistantMessage, message_to_dict
 from agentcore.providers.base import ProviderFailure
@@ -28,7 +28,7 @@ from agentcore.providers.base import ProviderFailure
 class CompactionStep(EngineBase):
     """Automatic (C4) and manual (C3) compaction inside an operation."""
 
-    def _threshold_reached(self, op: dict[str, Any], cfg: TurnConfig) -> bool:
+    def _threshold_reached(self, op: OpState, cfg: TurnConfig) -> bool:
         if op.get("force_compaction"):
             return True
         window = cfg.context_window
@@ -41,7 +41,7 @@ class CompactionStep(EngineBase):
             return False
         return should_compact(measured[0], window, reserve_tokens=cfg.compaction.reserve(window))
 
-    async def compact(self, op: dict[str, Any], cfg: TurnConfig, *, auto: bool) -> AsyncIterator[AgentEvent]:
+    async def compact(self, op: OpState, cfg: TurnConfig, *, auto: bool) -> AsyncIterator[AgentEvent]:
         """Summarize the older part (auto) or everything (manual); replace the context only on
         a normal finish with a non-empty summary. Originals stay in the store."""
         window = cfg.context_window or cfg.model.context_window
@@ -55,7 +55,7 @@ class CompactionStep(EngineBase):
             max_summary_tokens=max_tokens,
             force=not auto,
         )
-        done = dict(op, compacted_step=op["step"])
+        done: OpState = {**op, "compacted_step": op["step"]}
         done.pop("force_compaction", None)
         if plan.oversize:
             yield self.finish_failed(op, MODEL_ERROR, plan.oversize_error() or "a message is larger than the window")
@@ -136,7 +136,7 @@ class CompactionStep(EngineBase):
         )
         commit = Commit(entries=[entry])
         if auto:
-            commit.registers.append(self.log.set_op(dict(done, compacted_step=current["step"])))
+            commit.registers.append(self.log.set_op({**done, "compacted_step": current["step"]}))
             self.log.commit(commit)
             yield CompactionEvent(phase="end", auto=True, summary=outcome.text)
             meter = self._context_usage()

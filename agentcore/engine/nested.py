@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from agentcore.engine.call_limits import OMITTED_KEY, too_deep, too_deep_note, too_deep_result
 from agentcore.engine.interrupted import interrupted_result
+from agentcore.harness.op_state import OpState, ToolCallState
 from agentcore.harness.projection import CodeRun
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.messages import ImageContent, TextContent
@@ -72,10 +73,10 @@ class CallerRound(Protocol):
 
     async def approve_call(
         self,
-        op: dict[str, Any],
+        op: OpState,
         cfg: TurnConfig,
         tool: AgentTool,
-        call: dict[str, Any],
+        call: Mapping[str, Any],
         arguments: dict[str, Any],
         key: str,
         *,
@@ -113,9 +114,9 @@ class NestedCalls:
     """The nested-call runner of one parent call; see the module docstring."""
 
     engine: CallerRound
-    op: dict[str, Any]
+    op: OpState
     cfg: TurnConfig
-    parent_call: dict[str, Any]
+    parent_call: ToolCallState
     parent_key: str
     task_id: str
     paused: bool = False

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any, assert_never
+from typing import assert_never
 
 from agentcore.compaction.step import CompactionStep
 from agentcore.engine.base import EngineBase, TurnConfig
@@ -44,7 +44,8 @@ from agentcore.events import (
     ThinkingDeltaEvent,
     WebSearchEvent,
 )
-from agentcore.harness.storage import Commit
+from agentcore.harness.op_state import PHASES, OpState, PlanReviewState, RetryBudgets, ToolCallState
+from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.messages import (
     AssistantMessage,
     Message,
@@ -88,7 +89,7 @@ class TurnEngine(ToolRound, CompactionStep):
                 anchor=trace_anchor(op, log.storage.label, log.conversation_id, self.request_id),
                 conversation_id=log.conversation_id,
                 request_id=self.request_id,
-                mode=str((op or {}).get("mode", "build")),
+                mode=op["mode"] if op is not None else "build",
                 resumed=recovering,
                 input_messages=captured,
             )
@@ -146,23 +147,27 @@ class TurnEngine(ToolRound, CompactionStep):
                 yield self.finish_aborted(op, "the run was cancelled")
                 break
             phase = op["phase"]
-            if phase == "model":
-                async for event in self._model_step(op):
-                    yield event
-            elif phase == "tools":
-                async for event in self._tool_step(op):
-                    yield event
-            elif phase == "compact":
-                async for event in self.compact(op, self.configure(op), auto=False):
-                    yield event
-            elif phase == "plan_review":
-                async for event in self._plan_review(op):
-                    yield event
-            elif phase == "paused":
-                yield self.paused_event(op)
-                break
-            else:  # pragma: no cover - a register written by a newer version
+            if phase not in PHASES:  # pragma: no cover - a register written by a newer version
                 yield self.finish_failed(op, MODEL_ERROR, f"unknown operation phase {phase!r}")
+                break
+            match phase:
+                case "model":
+                    async for event in self._model_step(op):
+                        yield event
+                case "tools":
+                    async for event in self._tool_step(op):
+                        yield event
+                case "compact":
+                    async for event in self.compact(op, self.configure(op), auto=False):
+                        yield event
+                case "plan_review":
+                    async for event in self._plan_review(op):
+                        yield event
+                case "paused":
+                    yield self.paused_event(op)
+                    break
+                case _:
+                    assert_never(phase)
 
     async def _recover(self) -> AsyncIterator[AgentEvent]:
         """Reopened mid-operation: count a recovery attempt and keep the committed fragments."""
@@ -179,7 +184,7 @@ class TurnEngine(ToolRound, CompactionStep):
         cfg = self.configure(op)
         fragments = self.log.fragments.get(self.request_id, [])
         commit = Commit()
-        next_op = dict(op, budgets=_budgets_dict(budgets), attempt=op["attempt"] + 1)
+        next_op: OpState = {**op, "budgets": _budgets_dict(budgets), "attempt": op["attempt"] + 1}
         if fragments:
             partial = assemble_partial(
                 fragments, api_kind=cfg.model.api_kind, provider=cfg.model.provider, model=cfg.model.model_id
@@ -187,7 +192,7 @@ class TurnEngine(ToolRound, CompactionStep):
             prompt = continuation_prompt("the process was restarted", model_sees_partial=True)
             commit.entries.append(self.log.message_entry(partial, self.request_id, settles_fragments=True))
             commit.entries.append(self.log.message_entry(user_text(prompt), self.request_id, synthetic=True))
-            next_op.update(step=op["step"] + 1, attempt=0)
+            next_op["step"], next_op["attempt"] = op["step"] + 1, 0
         commit.registers.append(self.log.set_op(next_op))
         self.log.commit(commit)
         yield RetryEvent(
@@ -197,7 +202,7 @@ class TurnEngine(ToolRound, CompactionStep):
             kind="recovery",
         )
 
-    async def _model_step(self, op: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+    async def _model_step(self, op: OpState) -> AsyncIterator[AgentEvent]:
         if self.session is not None:
             self.session.before_request(self, op)
             op = self.log.op or op
@@ -240,7 +245,7 @@ class TurnEngine(ToolRound, CompactionStep):
         )
 
     async def _stream_response(
-        self, op: dict[str, Any], cfg: TurnConfig, request: ProviderRequest, span: Span | None
+        self, op: OpState, cfg: TurnConfig, request: ProviderRequest, span: Span | None
     ) -> AsyncIterator[AgentEvent]:
         step, attempt = op["step"], op["attempt"]
         buffer = FragmentBuffer(step, attempt, clock=self.clock)
@@ -300,7 +305,7 @@ class TurnEngine(ToolRound, CompactionStep):
 
     async def _settle_response(
         self,
-        op: dict[str, Any],
+        op: OpState,
         cfg: TurnConfig,
         message: AssistantMessage,
         end: StreamEnd,
@@ -346,14 +351,20 @@ class TurnEngine(ToolRound, CompactionStep):
             payload["response_entry"] = entry.id
             if calls:
                 budgets.reset()
-                tool_calls = [
+                tool_calls: list[ToolCallState] = [
                     {"id": c.id, "name": c.name, "arguments": c.arguments, "index": i} for i, c in enumerate(calls)
                 ]
                 for call in tool_calls:
                     if call["id"] in refusals:
                         call["refusal"] = refusals[call["id"]]
-                value = dict(op, phase="tools", budgets=_budgets_dict(budgets), tool_calls=tool_calls)
-                value.update(assistant_entry=entry.id, pause_turns=0)
+                value: OpState = {
+                    **op,
+                    "phase": "tools",
+                    "budgets": _budgets_dict(budgets),
+                    "tool_calls": tool_calls,
+                    "assistant_entry": entry.id,
+                    "pause_turns": 0,
+                }
                 commit.registers.append(self.log.set_op(value))
                 commit.entries.extend(self.early_intents(cfg, step, tool_calls))
             elif message.stop_reason == "length":
@@ -390,13 +401,13 @@ class TurnEngine(ToolRound, CompactionStep):
                     reason = f"the provider paused the turn more than {MAX_PAUSE_TURNS} times"
                     final = self.finish_failed(op, MODEL_ERROR, reason, commit=commit)
                 else:
-                    value = dict(op, phase="model", step=step + 1, attempt=0, budgets=_budgets_dict(budgets))
+                    value = {**op, "phase": "model", "step": step + 1, "attempt": 0, "budgets": _budgets_dict(budgets)}
                     value["pause_turns"] = pause_turns
                     commit.registers.append(self.log.set_op(value))
             elif cfg.mode == "plan" and (answer := answer_text(self.log, self.request_id, message)).strip():
                 budgets.reset()
-                plan = {"approval_id": f"{self.request_id}:plan:{step}", "text": answer}
-                value = dict(op, phase="plan_review", budgets=_budgets_dict(budgets), plan=plan)
+                plan: PlanReviewState = {"approval_id": f"{self.request_id}:plan:{step}", "text": answer}
+                value = {**op, "phase": "plan_review", "budgets": _budgets_dict(budgets), "plan": plan}
                 commit.registers.append(self.log.set_op(value))
             else:
                 final = self.finish_completed(op, commit, answer_text(self.log, self.request_id, message))
@@ -422,7 +433,7 @@ class TurnEngine(ToolRound, CompactionStep):
                 final = self.finish_aborted(op, "the run was cancelled", commit=commit)
             elif failure.kind == "overflow" and cfg.compaction.enabled and not op.get("overflow_compacted"):
                 # C5: compact once and retry; the flag makes a second overflow an error.
-                value = dict(op, attempt=op["attempt"] + 1, overflow_compacted=True, force_compaction=True)
+                value = {**op, "attempt": op["attempt"] + 1, "overflow_compacted": True, "force_compaction": True}
                 commit.registers.append(self.log.set_op(value))
             elif not failure.retryable:
                 reason = f"{failure.kind}: {failure.message}"
@@ -440,7 +451,7 @@ class TurnEngine(ToolRound, CompactionStep):
                     if has_content:
                         continue_with(continuation_prompt(failure.message, model_sees_partial=True))
                     else:
-                        value = dict(op, attempt=op["attempt"] + 1, budgets=_budgets_dict(budgets))
+                        value = {**op, "attempt": op["attempt"] + 1, "budgets": _budgets_dict(budgets)}
                         commit.registers.append(self.log.set_op(value))
                     retry = RetryEvent(
                         attempt=budgets.connection,
@@ -477,10 +488,11 @@ class TurnEngine(ToolRound, CompactionStep):
                 if current is not None:
                     yield self.finish_aborted(current, "the run was cancelled during a retry backoff")
 
-    def _next_model_op(self, op: dict[str, Any], budgets: Budgets, *, reset: bool = False) -> Any:
+    def _next_model_op(self, op: OpState, budgets: Budgets, *, reset: bool = False) -> RegisterWrite:
         if reset:
             budgets.reset()
-        value = dict(op, phase="model", step=op["step"] + 1, attempt=0, budgets=_budgets_dict(budgets))
+        budget_counts = _budgets_dict(budgets)
+        value: OpState = {**op, "phase": "model", "step": op["step"] + 1, "attempt": 0, "budgets": budget_counts}
         value.pop("tool_calls", None)
         return self.log.set_op(value)
 
@@ -488,7 +500,7 @@ class TurnEngine(ToolRound, CompactionStep):
 _CHUNKS = (TextDelta, ThinkingDelta, ToolCallDelta)
 
 
-def _budgets_dict(budgets: Budgets) -> dict[str, int]:
+def _budgets_dict(budgets: Budgets) -> RetryBudgets:
     return {"connection": budgets.connection, "length": budgets.length}
 
 

@@ -112,7 +112,8 @@ class Children:
         options = driver.options.subagents
         assert options is not None
         parent_log = driver.view.log(parent.conversation_id)
-        parent_op = parent_log.op or {}
+        parent_op = parent_log.op
+        assert parent_op is not None, "a subagent is created by a call of its parent's open turn"
         parent_tools = {tool.name for tool in driver.configure(parent_log, parent_op, parent).tools}
         tools = sorted((parent_tools & set(options.tools)) - {SUBAGENT})
         if UPDATE_PLAN not in options.tools:

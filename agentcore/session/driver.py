@@ -38,6 +38,7 @@ from agentcore.engine.operations import (
 from agentcore.engine.turn import TurnEngine
 from agentcore.errors import AGENT_NOT_READY, RUN_FAILED, AgentError, InputValidationError
 from agentcore.events import AgentEvent, RunEndEvent, SessionEvent
+from agentcore.harness.op_state import OpState
 from agentcore.harness.projection import ConversationLog, StoreView, cancel_key, new_id
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.host import AgentHost
@@ -188,7 +189,7 @@ class SessionDriver:
             self.enqueue(log, request_id, input.prompt, images, mode="follow_up", receipt={"input_hash": digest})
         return []
 
-    async def _resume_paused(self, log: ConversationLog, op: dict[str, Any], input: AgentInput) -> list[AgentEvent]:
+    async def _resume_paused(self, log: ConversationLog, op: OpState, input: AgentInput) -> list[AgentEvent]:
         engine = self.engine(log, op["request_id"], asyncio.Event())
         applied = apply_resume(engine, op, input)
         if applied is None:
@@ -323,7 +324,7 @@ class SessionDriver:
             self.children.deliver_finished()  # the parent gets the result as its next input
             self.ensure_activities()
 
-    async def drive(self, context: Context, op: dict[str, Any]) -> RunEndEvent | None:
+    async def drive(self, context: Context, op: OpState) -> RunEndEvent | None:
         """Run ``op`` of ``context`` to its end (or pause); returns its final event."""
         log = self.view.log(context.conversation_id)
         request_id = op["request_id"]
@@ -379,7 +380,7 @@ class SessionDriver:
         *,
         mode: str | None = None,
         compaction: bool = False,
-    ) -> dict[str, Any]:
+    ) -> OpState:
         """A new operation of ``log``'s conversation, pinned to its configured model."""
         config = self.config_of(log.conversation_id)
         settings = dict(settings)
@@ -397,7 +398,7 @@ class SessionDriver:
         op["config_version"] = int(config.get("version", 0))
         return op
 
-    def configure(self, log: ConversationLog, op: dict[str, Any], context: Context | None = None) -> TurnConfig:
+    def configure(self, log: ConversationLog, op: OpState, context: Context | None = None) -> TurnConfig:
         context = context or self.contexts.by_conversation(log.conversation_id)
         cfg = self.runtime.config.configure(op, style_on=style_on(log), scope=self.tool_scope(context, log))
         self.meter(log).set_static(cfg, cfg.system_prompt, cfg.tools, cfg.context_window or cfg.model.context_window)
@@ -595,13 +596,13 @@ class _Port:
         self.driver = driver
         self.context = context
 
-    def before_request(self, engine: EngineBase, op: dict[str, Any]) -> None:
+    def before_request(self, engine: EngineBase, op: OpState) -> None:
         driver = self.driver
         config = driver.config_of(self.context.conversation_id)
         version = int(config.get("version", 0))
         if version != int(op.get("config_version", 0)):  # configure: effective from the next request
             fresh = driver.new_op(engine.log, op["request_id"], dict(op.get("settings") or {}), mode=op.get("mode"))
-            value = dict(op, settings=fresh["settings"], pinned=fresh["pinned"], config_version=version)
+            value: OpState = {**op, "settings": fresh["settings"], "pinned": fresh["pinned"], "config_version": version}
             engine.log.commit(Commit(registers=[engine.log.set_op(value)]))
         driver.compactions.apply(self.context)
         driver.compactions.maybe_start(self.context)

@@ -201,7 +201,8 @@ class SnapshotBuilder:
 
     def _subagent_task(self, child: Context, final: dict[str, Any]) -> TaskState:
         log = self.driver.view.log(child.conversation_id)
-        status = final.get("status") or ("paused" if (log.op or {}).get("phase") == "paused" else "running")
+        op = log.op
+        status = final.get("status") or ("paused" if op is not None and op["phase"] == "paused" else "running")
         return TaskState(
             task_id=child.conversation_id,
             kind="subagent",
