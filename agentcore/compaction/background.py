@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from agentcore.compaction.plan import CompactionPlan, plan_compaction, summary_message
 from agentcore.compaction.settings import CompactionSettings
@@ -28,18 +28,19 @@ from agentcore.compaction.summary import first_kept_entry, summarize, summary_ma
 from agentcore.context.meter import ContextMeter
 from agentcore.engine.base import TurnConfig
 from agentcore.engine.usage import AttemptTiming, usage_payload
-from agentcore.harness.op_state import OpState
 from agentcore.harness.projection import ConversationLog, StoreView
 from agentcore.harness.storage import Commit, Entry, TaskRow
 from agentcore.messages import AssistantMessage, message_to_dict
 from agentcore.providers.base import ProviderFailure
 from agentcore.session.contexts import Context, Contexts
+from agentcore.session.ports import ContextOperations
 
 KIND = "compaction"
 
 
-class CompactionHost(Protocol):
-    """What background compaction needs of the session that runs it."""
+class CompactionHost(ContextOperations, Protocol):
+    """What background compaction needs of the session that runs it (besides making and
+    configuring an operation, to plan with the context's model and window)."""
 
     @property
     def view(self) -> StoreView: ...
@@ -48,18 +49,6 @@ class CompactionHost(Protocol):
     def contexts(self) -> Contexts: ...
 
     def meter(self, log: ConversationLog) -> ContextMeter: ...
-
-    def new_op(
-        self,
-        log: ConversationLog,
-        request_id: str,
-        settings: dict[str, Any],
-        *,
-        mode: str | None = None,
-        compaction: bool = False,
-    ) -> OpState: ...
-
-    def configure(self, log: ConversationLog, op: OpState, context: Context | None = None) -> TurnConfig: ...
 
     def spawn(self, key: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None] | None: ...
 
