@@ -40,3 +40,13 @@ def test_a_type_only_import_back_closes_a_circle() -> None:
     graph = import_graph(ROOT, "agentcore")
     graph["agentcore.session.contexts"].add("agentcore.session.driver")
     assert any("agentcore.session.contexts" in group for group in circles(graph))
+
+
+def test_internals_never_import_the_facade() -> None:
+    """Only the entry points above it import ``agentcore.runtime`` or the ``agentcore`` package
+    (its lazy re-exports, ``cli``, ``sync``): every other module gets what it needs handed down."""
+    graph = import_graph(ROOT, "agentcore")
+    entry_points = {"agentcore", "agentcore.cli", "agentcore.sync", "agentcore.__main__"}
+    facade = {"agentcore", "agentcore.runtime"}
+    importers = {name: sorted(deps & facade) for name, deps in graph.items() if deps & facade}
+    assert set(importers) <= entry_points, {k: v for k, v in importers.items() if k not in entry_points}
