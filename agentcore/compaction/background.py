@@ -27,9 +27,9 @@ from agentcore.compaction.settings import CompactionSettings
 from agentcore.compaction.summary import first_kept_entry, summarize, summary_max_tokens
 from agentcore.context.meter import ContextMeter
 from agentcore.engine.base import TurnConfig
-from agentcore.engine.usage import AttemptTiming, usage_payload
 from agentcore.harness.projection import ConversationLog, StoreView
 from agentcore.harness.storage import Commit, Entry, TaskRow
+from agentcore.harness.usage import AttemptTiming, usage_payload
 from agentcore.messages import AssistantMessage, message_to_dict
 from agentcore.providers.base import ProviderFailure
 from agentcore.session.contexts import Context, Contexts

@@ -16,11 +16,11 @@ from collections.abc import AsyncIterator
 from agentcore.compaction.plan import plan_compaction, should_compact, summary_message
 from agentcore.compaction.summary import first_kept_entry, summarize, summary_max_tokens
 from agentcore.engine.base import EngineBase, TurnConfig
-from agentcore.engine.usage import AttemptTiming, usage_payload
 from agentcore.errors import MODEL_ERROR
 from agentcore.events import AgentEvent, CompactionEvent
 from agentcore.harness.op_state import OpState
 from agentcore.harness.storage import Commit
+from agentcore.harness.usage import AttemptTiming, usage_payload
 from agentcore.messages import AssistantMessage, message_to_dict
 from agentcore.providers.base import ProviderFailure
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agentcore.clock import WallClock, system_clock
 from agentcore.compaction.plan import CompactionPlan, build_merge_request, build_summary_request
-from agentcore.engine.usage import AttemptTiming
+from agentcore.harness.usage import AttemptTiming
 from agentcore.messages import AssistantMessage, Message, user_text
 from agentcore.models.attributes import ResolvedModel
 from agentcore.providers.base import Provider, ProviderFailure, ProviderRequest, StreamEnd, TextDelta, ThinkingDelta

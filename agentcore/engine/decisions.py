@@ -12,7 +12,6 @@ from typing import Any
 
 from agentcore.engine.base import EngineBase, display_id
 from agentcore.engine.endings import call_key
-from agentcore.engine.usage import run_usage_totals
 from agentcore.errors import USER_INPUT_REQUIRED, UserInputRequired
 from agentcore.events import (
     AgentEvent,
@@ -23,6 +22,7 @@ from agentcore.events import (
 )
 from agentcore.harness.op_state import OpState, ToolCallState
 from agentcore.harness.storage import Commit
+from agentcore.harness.usage import run_usage_totals
 from agentcore.host import call_hook
 from agentcore.messages import (
     TextContent,

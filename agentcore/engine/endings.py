@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agentcore.engine.usage import run_usage_totals
 from agentcore.errors import EXECUTION_ABORTED
 from agentcore.events import RunEndEvent
 from agentcore.harness.op_state import OpState
 from agentcore.harness.projection import ConversationLog, cancel_key
 from agentcore.harness.storage import Commit, RegisterWrite
+from agentcore.harness.usage import run_usage_totals
 from agentcore.messages import AssistantMessage, TextContent, ToolResultMessage, UserMessage
 
 Outcome = Literal["completed", "failed", "aborted"]

@@ -33,7 +33,6 @@ from agentcore.engine.retry import (
     lost_call_prompt,
 )
 from agentcore.engine.tool_round import ToolRound
-from agentcore.engine.usage import AttemptTiming, usage_payload
 from agentcore.errors import MODEL_ERROR
 from agentcore.events import (
     AgentEvent,
@@ -46,6 +45,7 @@ from agentcore.events import (
 )
 from agentcore.harness.op_state import PHASES, OpState, PlanReviewState, RetryBudgets, ToolCallState
 from agentcore.harness.storage import Commit, RegisterWrite
+from agentcore.harness.usage import AttemptTiming, usage_payload
 from agentcore.messages import (
     AssistantMessage,
     Message,
