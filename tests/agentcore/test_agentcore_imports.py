@@ -50,3 +50,62 @@ def test_internals_never_import_the_facade() -> None:
     facade = {"agentcore", "agentcore.runtime"}
     importers = {name: sorted(deps & facade) for name, deps in graph.items() if deps & facade}
     assert set(importers) <= entry_points, {k: v for k, v in importers.items() if k not in entry_points}
+
+
+# docs/architecture.md's drawing, top to bottom: a module may import its own row and the rows
+# below it. A module is in the row of the longest name (package or module) it starts with.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("agentcore", "agentcore.cli", "agentcore.sync", "agentcore.__main__"),
+    ("agentcore.runtime", "agentcore.offline"),
+    ("agentcore.session.driver",),
+    (
+        "agentcore.session.control",
+        "agentcore.session.children",
+        "agentcore.session.snapshots",
+        "agentcore.compaction.background",
+        "agentcore.extensions",
+    ),
+    ("agentcore.session",),
+    ("agentcore.admission", "agentcore.runtime_parts", "agentcore.config", "agentcore.demo"),
+    ("agentcore.engine", "agentcore.compaction.step"),
+    (
+        "agentcore.compaction",
+        "agentcore.tools",
+        "agentcore.providers",
+        "agentcore.models",
+        "agentcore.context",
+        "agentcore.inputs",
+        "agentcore.tracing",
+        "agentcore.trace",
+    ),
+    ("agentcore.harness",),
+    (
+        "agentcore.messages",
+        "agentcore.events",
+        "agentcore.errors",
+        "agentcore.clock",
+        "agentcore.host",
+        "agentcore.json_depth",
+        "agentcore.prompts",
+        "agentcore.testing",
+    ),
+)
+
+
+def layer_of(module: str) -> int:
+    matches = [
+        (len(name), row)
+        for row, names in enumerate(LAYERS)
+        for name in names
+        if module == name or module.startswith(f"{name}.")
+    ]
+    return max(matches)[1]
+
+
+def test_imports_point_down_the_layers_of_the_architecture_page() -> None:
+    """Every import points down the drawing in docs/architecture.md, or sideways within a row."""
+    graph = import_graph(ROOT, "agentcore")
+    upward = sorted(
+        f"{name} → {target}" for name, deps in graph.items() for target in deps if layer_of(target) < layer_of(name)
+    )
+    assert not upward, upward
