@@ -27,26 +27,20 @@ from agentcore.compaction.settings import CompactionSettings
 from agentcore.compaction.summary import first_kept_entry, summarize, summary_max_tokens
 from agentcore.context.meter import ContextMeter
 from agentcore.engine.base import TurnConfig
-from agentcore.harness.projection import ConversationLog, StoreView
+from agentcore.harness.projection import ConversationLog
 from agentcore.harness.storage import Commit, Entry, TaskRow
 from agentcore.harness.usage import AttemptTiming, usage_payload
 from agentcore.messages import AssistantMessage, message_to_dict
 from agentcore.providers.base import ProviderFailure
-from agentcore.session.contexts import Context, Contexts
-from agentcore.session.ports import ContextOperations
+from agentcore.session.contexts import Context
+from agentcore.session.ports import ContextOperations, SessionStore
 
 KIND = "compaction"
 
 
-class CompactionHost(ContextOperations, Protocol):
+class CompactionHost(SessionStore, ContextOperations, Protocol):
     """What background compaction needs of the session that runs it (besides making and
     configuring an operation, to plan with the context's model and window)."""
-
-    @property
-    def view(self) -> StoreView: ...
-
-    @property
-    def contexts(self) -> Contexts: ...
 
     def meter(self, log: ConversationLog) -> ContextMeter: ...
 

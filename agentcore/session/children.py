@@ -19,28 +19,21 @@ from agentcore.engine.operations import start_op
 from agentcore.errors import UserInputRequired
 from agentcore.events import RunEndEvent
 from agentcore.harness.op_state import OpState
-from agentcore.harness.projection import StoreView
 from agentcore.harness.storage import Commit
 from agentcore.host import AgentHost, call_hook
-from agentcore.session.contexts import Context, Contexts
+from agentcore.session.contexts import Context
 from agentcore.session.options import SessionOptions
-from agentcore.session.ports import ContextOperations, InputQueue
+from agentcore.session.ports import ContextOperations, InputQueue, SessionStore
 from agentcore.session.tools import SUBAGENT, UPDATE_PLAN, subagent_tool
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 
 DELIVERY_SUFFIX = ":result"
 
 
-class ChildrenHost(ContextOperations, InputQueue, Protocol):
+class ChildrenHost(SessionStore, ContextOperations, InputQueue, Protocol):
     """What subagents need of the session: its store, contexts and options, the host a child's
     approvals go to, running a child (in the background as its own loop, in the foreground
     inside the parent's call), cancelling it, and queueing its result for the parent."""
-
-    @property
-    def view(self) -> StoreView: ...
-
-    @property
-    def contexts(self) -> Contexts: ...
 
     @property
     def options(self) -> SessionOptions: ...

@@ -21,7 +21,7 @@ from agentcore.engine.operations import apply_resume, start_op
 from agentcore.engine.turn import TurnEngine
 from agentcore.errors import UNKNOWN_TASK, VERSION_CONFLICT, AgentError, InputValidationError
 from agentcore.events import AgentEvent
-from agentcore.harness.projection import ConversationLog, StoreView, new_id
+from agentcore.harness.projection import ConversationLog, new_id
 from agentcore.harness.storage import Commit, Receipt, RegisterWrite
 from agentcore.inputs import AgentInput
 from agentcore.messages import ImageContent
@@ -45,9 +45,9 @@ from agentcore.session.commands import (
     fingerprint,
     parse_command,
 )
-from agentcore.session.contexts import Context, Contexts
+from agentcore.session.contexts import Context
 from agentcore.session.options import SessionOptions
-from agentcore.session.ports import ContextOperations, InputQueue
+from agentcore.session.ports import ContextOperations, InputQueue, SessionStore
 from agentcore.session.receipts import command_receipt, control_record, record_command, resent_receipt
 from agentcore.session.snapshot import SessionSnapshot
 
@@ -55,17 +55,11 @@ PLACED = ("running", "paused")
 SETTLED = ("completed", "failed", "aborted", "settled", "applied")
 
 
-class ControlHost(ContextOperations, InputQueue, Protocol):
+class ControlHost(SessionStore, ContextOperations, InputQueue, Protocol):
     """What control commands need of the session (besides making operations and queueing
     inputs): its store, contexts, options and runtime parts, the snapshot, an engine to apply
     a decision with and the bus to emit its events on, resets, each context's configuration,
     cancellation, and the extensions' tasks."""
-
-    @property
-    def view(self) -> StoreView: ...
-
-    @property
-    def contexts(self) -> Contexts: ...
 
     @property
     def options(self) -> SessionOptions: ...

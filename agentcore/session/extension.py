@@ -19,23 +19,16 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from agentcore.events import AgentEvent
-from agentcore.harness.projection import StoreView
 from agentcore.runtime_parts import RuntimeParts
 from agentcore.session.commands import TaskCommand
-from agentcore.session.contexts import Context, Contexts
+from agentcore.session.contexts import Context
+from agentcore.session.ports import SessionStore
 from agentcore.tools.base import AgentTool
 
 
-class ExtensionHost(Protocol):
-    """What an extension sees of its session; see the module docstring."""
-
-    @property
-    def view(self) -> StoreView:
-        """The store's projection: commit through it (one transaction per commit)."""
-        ...
-
-    @property
-    def contexts(self) -> Contexts: ...
+class ExtensionHost(SessionStore, Protocol):
+    """What an extension sees of its session (besides the store view and the contexts); see the
+    module docstring."""
 
     @property
     def parts(self) -> RuntimeParts:

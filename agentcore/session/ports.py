@@ -14,10 +14,20 @@ from typing import Any, Protocol
 
 from agentcore.engine.base import TurnConfig
 from agentcore.harness.op_state import OpState
-from agentcore.harness.projection import ConversationLog
+from agentcore.harness.projection import ConversationLog, StoreView
 from agentcore.harness.storage import Commit
 from agentcore.messages import ImageContent
-from agentcore.session.contexts import Context
+from agentcore.session.contexts import Context, Contexts
+
+
+class SessionStore(Protocol):
+    """What every part reads: the store's projection (commit through it) and the contexts."""
+
+    @property
+    def view(self) -> StoreView: ...
+
+    @property
+    def contexts(self) -> Contexts: ...
 
 
 class ContextOperations(Protocol):

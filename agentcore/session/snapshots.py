@@ -9,11 +9,11 @@ from typing import Any, Literal, Protocol
 
 from agentcore.context.meter import ContextMeter
 from agentcore.engine.endings import call_key
-from agentcore.harness.projection import StoreView
 from agentcore.harness.storage import TaskRow
 from agentcore.session import queue as input_queue
-from agentcore.session.contexts import Context, Contexts
+from agentcore.session.contexts import Context
 from agentcore.session.ledger import UsageLedgerIndex, merged
+from agentcore.session.ports import SessionStore
 from agentcore.session.snapshot import (
     MAX_HISTORY,
     MAX_RECEIPTS,
@@ -34,16 +34,10 @@ TERMINAL_TASKS = ("completed", "failed", "aborted", "orphaned", "cancelled")
 TURN_STATUSES = ("queued", "running", "paused", "completed", "failed", "aborted", "withdrawn", "cancelled", "rejected")
 
 
-class SnapshotSource(Protocol):
+class SnapshotSource(SessionStore, Protocol):
     """What the snapshot is built from: the store, the contexts, the usage ledger's totals, the
     live context meters (a context without one shows no usage yet), each context's
     configuration, the ``records`` and the extensions' detail for tool tasks."""
-
-    @property
-    def view(self) -> StoreView: ...
-
-    @property
-    def contexts(self) -> Contexts: ...
 
     @property
     def ledger(self) -> UsageLedgerIndex: ...
