@@ -299,7 +299,6 @@ class AgentRuntime:
 
     def records(self) -> dict[str, Any]:
         """What the snapshot's ``records`` show: the store and the model, never credentials."""
-        self.log  # noqa: B018 - raises once closed
         return self.parts.records()
 
     # --- run ---------------------------------------------------------------------------
