@@ -16,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentcore.compact import compact_agent_messages
+    from agentcore.compaction.transcript import compact_agent_messages
     from agentcore.context.estimate import estimate_agent_context_tokens
     from agentcore.errors import AgentError, ExecutionAborted, InputValidationError, ToolError, UserInputRequired
     from agentcore.events import AgentEvent, RunEndEvent
@@ -68,7 +68,7 @@ _EXPORTS: dict[str, str] = {
     "agent_hook": "agentcore.extensions.tasks",
     "build_trace": "agentcore.trace",
     "cancel_agent_conversation": "agentcore.offline",
-    "compact_agent_messages": "agentcore.compact",
+    "compact_agent_messages": "agentcore.compaction.transcript",
     "create_agent": "agentcore.runtime",
     "create_agent_registry": "agentcore.extensions.tasks",
     "define_agent_doc": "agentcore.extensions.tasks",

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentcore.compaction.settings import CompactionSettings
 from agentcore.demo import DemoServer, demo_model_options
 from agentcore.engine.base import TurnConfig
-from agentcore.engine.compaction import CompactionSettings
 from agentcore.errors import AgentError, InputValidationError
+from agentcore.harness.op_state import OpState
 from agentcore.inputs import AgentOptions
 from agentcore.models import resolve_effort, resolve_model
 from agentcore.models.attributes import ModelAttributes, ResolvedModel
@@ -197,7 +198,7 @@ class ConfigResolver:
 
     # --- turn configuration --------------------------------------------------------------
 
-    def configure(self, op: dict[str, Any], *, style_on: bool, scope: ToolScope | None = None) -> TurnConfig:
+    def configure(self, op: OpState, *, style_on: bool, scope: ToolScope | None = None) -> TurnConfig:
         """The (cached) configuration for ``op``."""
         scope = scope or ToolScope()
         key = (
@@ -211,7 +212,7 @@ class ConfigResolver:
             cached = self._cache[key] = self._build(op, style_on, scope)
         return cached
 
-    def _build(self, op: dict[str, Any], style_on: bool, scope: ToolScope) -> TurnConfig:
+    def _build(self, op: OpState, style_on: bool, scope: ToolScope) -> TurnConfig:
         settings = op.get("settings", {})
         opts = self.options
         pinned = op.get("pinned")

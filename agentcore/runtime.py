@@ -11,24 +11,23 @@ queued inputs, subagents and background work, and ``control()`` / ``serve()`` be
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
+from agentcore.admission import Fresh, Paused, Replayed, Unfinished, admit, load_images, prepare_start, running_receipt
 from agentcore.clock import WallClock, system_clock
+from agentcore.compaction.settings import CompactionSettings
 from agentcore.config import ConfigResolver
 from agentcore.context.meter import ContextMeter
-from agentcore.engine.compaction import CompactionSettings
 from agentcore.engine.operations import (
     apply_resume,
     input_hash,
     is_compaction,
-    is_resume,
     new_op,
     record_failure,
     run_settings,
@@ -47,18 +46,19 @@ from agentcore.errors import (
     AgentError,
     InputValidationError,
 )
-from agentcore.events import AgentEvent, RunEndEvent
+from agentcore.events import AgentEvent
 from agentcore.harness.memory_store import MemoryStorageFactory
+from agentcore.harness.op_state import OpState
 from agentcore.harness.projection import ConversationLog, StoreView, new_id
 from agentcore.harness.storage import AgentStorage, Commit, StorageFactory
 from agentcore.harness.storage_option import open_from_factory, resolve_storage_factory
 from agentcore.host import AgentHost
 from agentcore.inputs import AgentInput, AgentOptions, validate_model
-from agentcore.messages import ImageContent, message_from_dict, message_to_dict
+from agentcore.messages import message_from_dict, message_to_dict
 from agentcore.models.attributes import ModelAttributes, ResolvedModel, parse_model_attributes
 from agentcore.providers.registry import ProviderRegistry
+from agentcore.runtime_parts import RuntimeParts
 from agentcore.tools.base import AgentTool, ToolDefinition
-from agentcore.tools.images import load_image_files
 from agentcore.tracing import Tracer, resolve_tracing
 
 if TYPE_CHECKING:  # the session protocol loads only for runtimes that use it
@@ -113,6 +113,7 @@ class AgentRuntime:
         self.session_id = options.session_id or "main"
         self.owner_id = ""
         self.meter: ContextMeter
+        self.parts: RuntimeParts  # what the session and its extensions may use (set at open)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -128,11 +129,21 @@ class AgentRuntime:
         self._storage, self._release, self._view = storage, release, view
         self.owner_id = state.owner_id
         self.meter = ContextMeter(view.log(self.session_id), self.config.window_guess)
+        self.parts = RuntimeParts(
+            session_id=self.session_id,
+            owner_id=self.owner_id,
+            options=self.options,
+            config=self.config,
+            meter=self.meter,
+            sleep=self.sleep,
+            tracer=self.tracer,
+            storage=storage,
+        )
         if self._session_options is not None:
             from agentcore.session.driver import SessionDriver
 
             try:
-                self.session = SessionDriver(self, self._session_options, view)
+                self.session = SessionDriver(self.parts, self._session_options, view)
             except BaseException:  # an extension refused (e.g. another environment id): nothing stays open
                 storage.close()
                 release()
@@ -288,29 +299,7 @@ class AgentRuntime:
 
     def records(self) -> dict[str, Any]:
         """What the snapshot's ``records`` show: the store and the model, never credentials."""
-        storage = self._storage
-        label = getattr(storage, "label", "") if storage is not None else ""
-        kind = getattr(storage, "kind", "custom")  # the built-in backends name themselves
-        version = getattr(storage, "schema_version", None)
-        records: dict[str, Any] = {
-            "storage": {"label": label, "kind": kind, "schema_version": version, "owner_id": self.owner_id},
-            "environment": {
-                "id": "local",
-                "label": "Local machine",
-                "kind": "local",
-                "status": "connected",
-                "message": None,
-                "cwd": self.options.workdir or os.getcwd(),
-            },
-            "extensions": [],
-            "catalogs": [],
-            "code_mode": None,
-        }
-        try:
-            records["model"] = self.config.model({}).public_dict()
-        except AgentError as exc:
-            records["model"] = {"error": exc.message}
-        return records
+        return self.parts.records()
 
     # --- run ---------------------------------------------------------------------------
 
@@ -360,7 +349,7 @@ class AgentRuntime:
             raise InputValidationError(f"host_input: {exc}", field="host_input") from exc
         request_id = input.request_id or new_id()
         abort = (host.abort_signal if host else None) or asyncio.Event()
-        images = await self.load_images(input)
+        images = await load_images(input, self.options.workdir)
         candidate = self._new_op(request_id, input)
         self._configure(candidate)
         storage, release = MemoryStorageFactory(label="host_input").open()
@@ -368,7 +357,7 @@ class AgentRuntime:
             log = ConversationLog.load(storage, storage.load(), "host_input", clock=self.clock)
             if seeded:
                 log.commit(Commit(entries=[log.entry("transcript", {"messages": seeded})]))
-            start_op(log, candidate, prompt=input.prompt, images=images, receipt=_running(input))
+            start_op(log, candidate, prompt=input.prompt, images=images, receipt=running_receipt(input_hash(input)))
             engine = TurnEngine(log, request_id, self._configure, host, abort, sleep=self.sleep, tracer=self.tracer)
             async for event in engine.drive():
                 yield event
@@ -377,36 +366,30 @@ class AgentRuntime:
             release()
 
     async def _run(self, input: AgentInput, host: AgentHost | None) -> AsyncIterator[AgentEvent]:
+        """A plain run (no session): admitted like a session's input (``admission``); a fresh
+        input supersedes an unfinished older operation, and the run drives its operation in the
+        caller's task."""
         log = self.log
-        request_id = input.request_id or new_id()
         abort = (host.abort_signal if host else None) or asyncio.Event()
-        receipt = log.receipts.get(request_id)
-        digest = input_hash(input)
-        if receipt is not None and receipt.payload.get("input_hash") not in (None, digest) and not is_resume(input):
-            raise InputValidationError(
-                f"request_id {request_id!r} was already used for a different input", field="request_id"
-            )
-        if receipt is not None and receipt.payload.get("status") in ("completed", "failed", "aborted"):
-            final = dict(receipt.payload["final"], replayed=True)
-            yield RunEndEvent.model_validate(final)
-            return
-        op = log.op
-        recovering = False
-        decision = input.plan_resume or input.ask_resume or input.tool_resume
-        if decision is not None and (op is None or op["request_id"] != request_id):
-            raise InputValidationError(f"no paused request {request_id!r}", field="request_id")
-        if receipt is not None and op is not None and op["request_id"] == request_id:
-            recovering = op["phase"] == "model"
-        else:
-            # Validate everything before writing anything: bad input leaves the store unchanged.
-            images = await self.load_images(input)
-            candidate = self._new_op(request_id, input)
-            self._configure(candidate)
-            if candidate["phase"] != "compact" and not input.prompt and not images:
-                raise InputValidationError("prompt is empty and no images are attached", field="prompt")
-            if op is not None:
-                supersede(log, op)
-            start_op(log, candidate, prompt=input.prompt, images=images, receipt=_running(input))
+        admission = admit(log, input)
+        match admission:
+            case Replayed(final):
+                yield final
+                return
+            case Paused(op):
+                request_id, recovering = op["request_id"], False
+            case Unfinished(op):
+                request_id, recovering = op["request_id"], op["phase"] == "model"
+            case Fresh(request_id=request_id):
+                start = await prepare_start(
+                    input, admission, new_op=self._new_op, configure=self._configure, workdir=self.options.workdir
+                )
+                if (older := log.op) is not None:
+                    supersede(log, older)
+                start_op(log, start.op, prompt=start.prompt, images=start.images, receipt=start.receipt)
+                recovering = False
+            case _:
+                assert_never(admission)
         engine = TurnEngine(
             log,
             request_id,
@@ -437,7 +420,7 @@ class AgentRuntime:
             record_failure(log, request_id, exc, self._configure)
             raise AgentError(RUN_FAILED, f"the run failed: {exc}") from exc
 
-    def _new_op(self, request_id: str, input: AgentInput) -> dict[str, Any]:
+    def _new_op(self, request_id: str, input: AgentInput) -> OpState:
         settings = run_settings(input)
         return new_op(
             request_id,
@@ -447,15 +430,7 @@ class AgentRuntime:
             pinned=self.config.pin(settings),
         )
 
-    async def load_images(self, input: AgentInput) -> list[ImageContent]:
-        """Inline images and ``image_files`` (read off the event loop) of ``input``."""
-        images = [ImageContent(i.data, i.mime_type) for i in input.images]
-        if input.image_files:
-            workdir = Path(input.workdir or self.options.workdir or os.getcwd())
-            images.extend(await asyncio.to_thread(load_image_files, input.image_files, workdir))
-        return images
-
-    def _configure(self, op: dict[str, Any]) -> TurnConfig:
+    def _configure(self, op: OpState) -> TurnConfig:
         """The turn configuration for ``op``; keeps the context meter's static part in step."""
         cfg = self.config.configure(op, style_on=style_on(self.log))
         self.meter.set_static(cfg, cfg.system_prompt, cfg.tools, cfg.context_window or cfg.model.context_window)
@@ -469,10 +444,6 @@ def _model_table(models: dict[str, ModelAttributes | dict[str, Any] | str]) -> d
         for model_id, raw in models.items()
         if (attrs := parse_model_attributes(raw, field_prefix=f"models.{model_id}")) is not None
     }
-
-
-def _running(input: AgentInput) -> dict[str, Any]:
-    return {"status": "running", "input_hash": input_hash(input)}
 
 
 async def create_agent(

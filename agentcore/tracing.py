@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,10 +80,10 @@ def new_trace_anchor() -> dict[str, str]:
     return {"trace_id": secrets.token_hex(16), "span_id": secrets.token_hex(8)}
 
 
-def trace_anchor(op: dict[str, Any] | None, store: str, conversation_id: str, request_id: str) -> TraceAnchor:
+def trace_anchor(op: Mapping[str, object] | None, store: str, conversation_id: str, request_id: str) -> TraceAnchor:
     """The anchor stored with ``op``; for an operation written before anchors were stored, the
     one earlier versions derived from (store, conversation, request id)."""
-    stored = (op or {}).get("trace")
+    stored = op.get("trace") if op is not None else None
     if isinstance(stored, dict):
         try:
             trace_id, span_id = int(stored["trace_id"], 16), int(stored["span_id"], 16)

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from agentcore.engine.compaction import CompactionSettings
+from agentcore.compaction.settings import CompactionSettings
 from agentcore.engine.endings import (
     answer_text,
     end_operation,
@@ -31,6 +31,7 @@ from agentcore.events import (
     RunEndEvent,
     UsageEvent,
 )
+from agentcore.harness.op_state import OpState, ToolCallState
 from agentcore.harness.projection import ConversationLog, cancel_key
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.host import AgentHost, call_hook
@@ -76,14 +77,14 @@ class TurnConfig:
         return None
 
 
-Configure = Callable[[dict[str, Any]], TurnConfig]
+Configure = Callable[[OpState], TurnConfig]
 ContextMeter = Callable[[list[Message], int], tuple[int, int] | None]
 
 
 class SessionPort(Protocol):
     """What the session protocol adds to an engine's turn (SPEC S2); absent without ``session=``."""
 
-    def before_request(self, engine: EngineBase, op: dict[str, Any]) -> None:
+    def before_request(self, engine: EngineBase, op: OpState) -> None:
         """Called before each model request: may commit a new pin (``configure``) or a finished
         background compaction. The engine re-reads its program counter afterwards."""
 
@@ -91,7 +92,7 @@ class SessionPort(Protocol):
         """Called with the commit that moves a turn past its tool round: steer inputs join it."""
 
 
-def display_id(op: dict[str, Any], call: dict[str, Any]) -> str:
+def display_id(op: OpState, call: ToolCallState) -> str:
     """The stable, opaque ``tool_call_id`` of events: bound to the committed assistant entry,
     so a model reusing call ids across turns never makes two calls look alike (S4)."""
     return f"{str(op.get('assistant_entry', ''))[:12]}:{call['id']}"
@@ -176,10 +177,10 @@ class EngineBase:
         await self.abort.wait()
         self.mark_cancelled("the run was cancelled")
 
-    def finish_completed(self, op: dict[str, Any], commit: Commit, text: str) -> RunEndEvent:
+    def finish_completed(self, op: OpState, commit: Commit, text: str) -> RunEndEvent:
         return self._terminal(commit, "completed", text or self._answer_text())
 
-    def finish_failed(self, op: dict[str, Any], code: str, reason: str, *, commit: Commit | None = None) -> RunEndEvent:
+    def finish_failed(self, op: OpState, code: str, reason: str, *, commit: Commit | None = None) -> RunEndEvent:
         """End ``op`` failed. ``reason`` may quote any exception (a host hook's included), so it is
         made committable here, where every failure's text enters the store."""
         reason = clean_text(reason)
@@ -188,7 +189,7 @@ class EngineBase:
         settle_open_calls(self.log, self.request_id, op, commit, not_run, outcome="failed")
         return self._terminal(commit, "failed", self._answer_text(), error_code=code, error=reason)
 
-    def finish_aborted(self, op: dict[str, Any], reason: str, *, commit: Commit | None = None) -> RunEndEvent:
+    def finish_aborted(self, op: OpState, reason: str, *, commit: Commit | None = None) -> RunEndEvent:
         self.final = end_operation_aborted(self.log, op, clean_text(reason), commit)
         return self.final
 

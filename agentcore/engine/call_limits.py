@@ -20,6 +20,7 @@ when to apply them.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
@@ -82,7 +83,7 @@ def refuse_unfit_calls(message: AssistantMessage, window: int) -> tuple[Assistan
     return replace(message, content=content), refusals
 
 
-def refusal_of(call: dict[str, Any], window: int) -> str | None:
+def refusal_of(call: Mapping[str, Any], window: int) -> str | None:
     """The error result of a committed call refused before it entered the transcript, or None.
     (``oversize_tokens``: how an operation register written before issue 22 marks one.)"""
     if "refusal" in call:

@@ -12,7 +12,6 @@ from typing import Any
 
 from agentcore.engine.base import EngineBase, display_id
 from agentcore.engine.endings import call_key
-from agentcore.engine.usage import run_usage_totals
 from agentcore.errors import USER_INPUT_REQUIRED, UserInputRequired
 from agentcore.events import (
     AgentEvent,
@@ -21,7 +20,9 @@ from agentcore.events import (
     RunEndEvent,
     ToolEvent,
 )
+from agentcore.harness.op_state import OpState, ToolCallState
 from agentcore.harness.storage import Commit
+from agentcore.harness.usage import run_usage_totals
 from agentcore.host import call_hook
 from agentcore.messages import (
     TextContent,
@@ -35,9 +36,9 @@ from agentcore.tracing import trace_anchor
 
 
 class Decisions(EngineBase):
-    def _pause(self, op: dict[str, Any], pending: dict[str, Any]) -> None:
+    def _pause(self, op: OpState, pending: dict[str, Any]) -> None:
         pending = dict(pending, since_ms=self.log.now_ms())  # the wait for a person starts (Trace)
-        value = dict(self.log.op or op, phase="paused", pending=pending)
+        value: OpState = {**(self.log.op or op), "phase": "paused", "pending": pending}
         receipt = self.log.receipts.get(self.request_id)
         receipt_payload = dict(receipt.payload if receipt else {}, status="paused", pending=pending)
         self.log.commit(
@@ -45,7 +46,7 @@ class Decisions(EngineBase):
         )
 
     def _pause_for_questions(
-        self, op: dict[str, Any], call: dict[str, Any], arguments: dict[str, Any], key: str
+        self, op: OpState, call: ToolCallState, arguments: dict[str, Any], key: str
     ) -> None:
         questions = normalize_questions(arguments)
         self._pause(
@@ -53,7 +54,7 @@ class Decisions(EngineBase):
             {"kind": "ask_user", "approval_id": key, "questions": questions, "tool_call_id": call["id"]},
         )
 
-    def paused_event(self, op: dict[str, Any]) -> RunEndEvent:
+    def paused_event(self, op: OpState) -> RunEndEvent:
         self.final = RunEndEvent(
             status="paused",
             request_id=self.request_id,
@@ -64,7 +65,7 @@ class Decisions(EngineBase):
         )
         return self.final
 
-    async def _plan_review(self, op: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+    async def _plan_review(self, op: OpState) -> AsyncIterator[AgentEvent]:
         plan = op["plan"]
         approval_id, text = plan["approval_id"], plan["text"]
         yield PlanEvent(phase="start", approval_id=approval_id)
@@ -117,9 +118,11 @@ class Decisions(EngineBase):
         else:
             prompt = load_prompt("plan_rejected.md").format(plan=plan_text, notes=notes or "(no notes)")
             mode = "plan"
-        value = dict(op, phase="model", mode=mode, step=op["step"] + 1, attempt=0, plan_history=history)
-        for stale in ("pending", "plan", "tool_calls"):
-            value.pop(stale, None)
+        value: OpState = {**op, "phase": "model", "mode": mode, "step": op["step"] + 1, "attempt": 0}
+        value["plan_history"] = history
+        value.pop("pending", None)
+        value.pop("plan", None)
+        value.pop("tool_calls", None)
         self.log.commit(
             Commit(
                 entries=[self.log.message_entry(user_text(prompt), self.request_id, synthetic=True, wait=wait)],
@@ -144,7 +147,7 @@ class Decisions(EngineBase):
             *op.get("resolved_user_inputs", []),
             {"approval_id": key, "questions": pending["questions"], "answers": answers},
         ]
-        value = dict(op, phase="tools", resolved_user_inputs=resolved)
+        value: OpState = {**op, "phase": "tools", "resolved_user_inputs": resolved}
         value.pop("pending", None)
         receipt = self.log.receipts[self.request_id]
         now = self.log.now_ms()
@@ -174,7 +177,7 @@ class Decisions(EngineBase):
         approvals = dict(op.get("approvals") or {})
         wait = {"kind": "tool_approval", "approval_id": key, "since_ms": pending.get("since_ms")}
         approvals[key] = {"approved": approved, "message": message, "wait": dict(wait, until_ms=self.log.now_ms())}
-        value = dict(op, phase="tools", approvals=approvals)
+        value: OpState = {**op, "phase": "tools", "approvals": approvals}
         value.pop("pending", None)
         receipt = self.log.receipts[self.request_id]
         self.log.commit(

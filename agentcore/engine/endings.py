@@ -8,13 +8,14 @@ the outcome, and the program counter and cancel marker are removed in the same t
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from agentcore.engine.usage import run_usage_totals
 from agentcore.errors import EXECUTION_ABORTED
 from agentcore.events import RunEndEvent
+from agentcore.harness.op_state import OpState
 from agentcore.harness.projection import ConversationLog, cancel_key
 from agentcore.harness.storage import Commit, RegisterWrite
+from agentcore.harness.usage import run_usage_totals
 from agentcore.messages import AssistantMessage, TextContent, ToolResultMessage, UserMessage
 
 Outcome = Literal["completed", "failed", "aborted"]
@@ -46,7 +47,8 @@ def end_operation(
     receipt = log.receipts.get(request_id)
     payload = dict(receipt.payload if receipt else {}, status=status, final=event.model_dump(), pending=None)
     payload["ended_ms"] = log.now_ms()
-    pending = (log.op or {}).get("pending") if (log.op or {}).get("request_id") == request_id else None
+    open_op = log.op
+    pending = open_op.get("pending") if open_op is not None and open_op["request_id"] == request_id else None
     if isinstance(pending, dict):  # it ended while waiting for a person: the wait ends with it (Trace)
         keep = ("kind", "approval_id", "since_ms", "tool_call_id")
         payload["unanswered"] = {**{k: pending.get(k) for k in keep}, "until_ms": payload["ended_ms"]}
@@ -60,7 +62,7 @@ def end_operation(
 
 
 def settle_open_calls(
-    log: ConversationLog, request_id: str, op: dict[str, Any], commit: Commit, reason: str, *, outcome: Outcome
+    log: ConversationLog, request_id: str, op: OpState, commit: Commit, reason: str, *, outcome: Outcome
 ) -> None:
     """Give every unsettled call of the current batch a result so the transcript stays valid
     (``not_run``: the outcome of the run that ended before the call ran, for the Trace)."""
@@ -140,7 +142,7 @@ def _continued_reply(log: ConversationLog, index: int, request_id: str) -> Assis
 
 
 def end_operation_aborted(
-    log: ConversationLog, op: dict[str, Any], reason: str, commit: Commit | None = None
+    log: ConversationLog, op: OpState, reason: str, commit: Commit | None = None
 ) -> RunEndEvent:
     """End ``op`` as ``aborted`` (a cancel, a superseding input, offline cancellation)."""
     commit = commit or Commit()

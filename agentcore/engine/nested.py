@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from agentcore.engine.call_limits import OMITTED_KEY, too_deep, too_deep_note, too_deep_result
 from agentcore.engine.interrupted import interrupted_result
+from agentcore.harness.op_state import OpState, ToolCallState
 from agentcore.harness.projection import CodeRun
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.messages import ImageContent, TextContent
@@ -41,7 +42,7 @@ from agentcore.tools.lifeline import new_call_token
 
 if TYPE_CHECKING:
     from agentcore.engine.base import TurnConfig
-    from agentcore.engine.tool_round import ToolRound
+    from agentcore.harness.projection import ConversationLog
 
 NOT_NESTABLE = frozenset({ASK_USER, "subagent"})  # they wait for a person / start a context
 STOP_GRACE_S = 5.0  # how long a stopped nested call may take to honour its abort signal
@@ -58,6 +59,29 @@ class NestingTool(AgentTool):
     (which has no ``NestedCalls`` to give) gets."""
 
     run_nested: NestedRun | None = None
+
+
+class CallerRound(Protocol):
+    """What nested calls need of the tool round running their parent call — its log, its clock
+    and its approval step — so they take a direct call's path without holding the engine."""
+
+    @property
+    def log(self) -> ConversationLog: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    async def approve_call(
+        self,
+        op: OpState,
+        cfg: TurnConfig,
+        tool: AgentTool,
+        call: Mapping[str, Any],
+        arguments: dict[str, Any],
+        key: str,
+        *,
+        caller: dict[str, Any] | None = None,
+    ) -> str | bool: ...
 
 
 class ReplayMismatch(Exception):
@@ -89,10 +113,10 @@ def arguments_digest(arguments: Any) -> str:
 class NestedCalls:
     """The nested-call runner of one parent call; see the module docstring."""
 
-    engine: ToolRound
-    op: dict[str, Any]
+    engine: CallerRound
+    op: OpState
     cfg: TurnConfig
-    parent_call: dict[str, Any]
+    parent_call: ToolCallState
     parent_key: str
     task_id: str
     paused: bool = False

@@ -15,12 +15,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from agentcore.compaction.settings import is_manual_command
 from agentcore.engine.base import Configure
-from agentcore.engine.compaction import is_manual_command
 from agentcore.engine.endings import end_operation_aborted
 from agentcore.engine.turn import TurnEngine
 from agentcore.errors import RUN_FAILED, InputValidationError
 from agentcore.events import AgentEvent
+from agentcore.harness.op_state import OpState
 from agentcore.harness.projection import ConversationLog
 from agentcore.harness.storage import Commit, Receipt, RegisterWrite
 from agentcore.inputs import AgentInput
@@ -71,7 +72,7 @@ def run_settings(input: AgentInput) -> dict[str, Any]:
 
 def new_op(
     request_id: str, *, compaction: bool, mode: str, settings: dict[str, Any], pinned: dict[str, Any]
-) -> dict[str, Any]:
+) -> OpState:
     return {
         "request_id": request_id,
         "phase": "compact" if compaction else "model",
@@ -87,7 +88,7 @@ def new_op(
 
 def start_op(
     log: ConversationLog,
-    op: dict[str, Any],
+    op: OpState,
     *,
     prompt: str,
     images: list[ImageContent],
@@ -113,7 +114,7 @@ def start_op(
     log.commit(commit)
 
 
-def supersede(log: ConversationLog, op: dict[str, Any]) -> None:
+def supersede(log: ConversationLog, op: OpState) -> None:
     """A new input while an older operation is unfinished: end the old one as aborted."""
     end_operation_aborted(log, op, "superseded by a newer request")
 
@@ -134,7 +135,7 @@ def mark_running(log: ConversationLog, request_id: str) -> None:
     log.commit(Commit(receipts=[log.receipt(request_id, dict(receipt.payload, status="running", pending=None))]))
 
 
-def apply_resume(engine: TurnEngine, op: dict[str, Any], input: AgentInput) -> AsyncIterator[AgentEvent] | None:
+def apply_resume(engine: TurnEngine, op: OpState, input: AgentInput) -> AsyncIterator[AgentEvent] | None:
     """Apply the decision ``input`` carries to a paused ``op``; None when it carries none."""
     pending = op.get("pending") or {}
     kind = pending.get("kind")

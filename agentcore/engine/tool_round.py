@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +32,7 @@ from agentcore.events import (
     AgentEvent,
     ToolEvent,
 )
+from agentcore.harness.op_state import OpState, ToolCallState
 from agentcore.harness.storage import Commit, Entry
 from agentcore.host import call_hook
 from agentcore.messages import (
@@ -51,7 +52,7 @@ NO_ONE_TO_ASK = (
 )
 
 class ToolRound(Decisions):
-    async def _tool_step(self, op: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+    async def _tool_step(self, op: OpState) -> AsyncIterator[AgentEvent]:
         cfg = self.configure(op)
         step = op["step"]
         calls = op["tool_calls"]
@@ -87,7 +88,8 @@ class ToolRound(Decisions):
             last = index + len(batch) == len(calls)
             async for event in self._run_batch(op, cfg, batch, results, advance=last):
                 yield event
-            if self.final is not None or (self.log.op or {}).get("phase") in ("paused", "model"):
+            current = self.log.op
+            if self.final is not None or (current is not None and current["phase"] in ("paused", "model")):
                 return
             if self.abort.is_set():  # L8: the running tool was stopped; end without a new request
                 yield self.finish_aborted(self.log.op or op, "the run was cancelled during a tool call")
@@ -99,10 +101,10 @@ class ToolRound(Decisions):
             return
         self.log.commit(self._advance(Commit(), current))
 
-    def _advance(self, commit: Commit, op: dict[str, Any]) -> Commit:
+    def _advance(self, commit: Commit, op: OpState) -> Commit:
         """Move the program counter past the tool round to the next model request, in
         ``commit``; steer inputs (session protocol) join the turn here."""
-        value = dict(op, phase="model", step=op["step"] + 1, attempt=0)
+        value: OpState = {**op, "phase": "model", "step": op["step"] + 1, "attempt": 0}
         value.pop("tool_calls", None)
         value.pop("approvals", None)
         commit.registers.append(self.log.set_op(value))
@@ -112,9 +114,9 @@ class ToolRound(Decisions):
 
     async def _run_batch(
         self,
-        op: dict[str, Any],
+        op: OpState,
         cfg: TurnConfig,
-        batch: list[dict[str, Any]],
+        batch: list[ToolCallState],
         results: list[ToolResult | None],
         *,
         advance: bool = False,
@@ -122,8 +124,8 @@ class ToolRound(Decisions):
         """Run one batch; with ``advance``, the results commit also moves the program counter to
         the next model request (one transaction instead of two on the hot path)."""
         step = op["step"]
-        runnable: list[tuple[dict[str, Any], AgentTool, dict[str, Any], str]] = []
-        settled: list[tuple[dict[str, Any], ToolResult, str]] = []
+        runnable: list[tuple[ToolCallState, AgentTool, dict[str, Any], str]] = []
+        settled: list[tuple[ToolCallState, ToolResult, str]] = []
         recovered: dict[str, str] = {}  # display id -> "rerun" | "interrupted": settled after a resume
         intents = Commit()
         for call in batch:
@@ -288,7 +290,7 @@ class ToolRound(Decisions):
             yield meter
 
     def _tool_context(
-        self, cfg: TurnConfig, op: dict[str, Any], call: dict[str, Any], display_id: str, updates: _Updates
+        self, cfg: TurnConfig, op: OpState, call: ToolCallState, display_id: str, updates: _Updates
     ) -> ToolContext:
         """The tool's context, with partial output forwarded as ``tool`` update events and the
         intent's call token (what processes of the call carry, so recovery can find them)."""
@@ -307,7 +309,7 @@ class ToolRound(Decisions):
         ctx.on_update = on_update
         return ctx
 
-    def _nested_calls(self, op: dict[str, Any], cfg: TurnConfig, call: dict[str, Any], display_id: str) -> NestedCalls:
+    def _nested_calls(self, op: OpState, cfg: TurnConfig, call: ToolCallState, display_id: str) -> NestedCalls:
         """The runner through which a ``NestingTool`` call makes its own tool calls (code mode)."""
         key = call_key(self.request_id, op["step"], call["index"])
         return NestedCalls(self, op, cfg, call, key, display_id)
@@ -316,7 +318,7 @@ class ToolRound(Decisions):
         """An intent this engine did not write: the call may have started before a crash."""
         return key in self.log.intents and key not in self._fresh_intents
 
-    def early_intents(self, cfg: TurnConfig, step: int, calls: list[dict[str, Any]]) -> list[Entry]:
+    def early_intents(self, cfg: TurnConfig, step: int, calls: list[ToolCallState]) -> list[Entry]:
         """Intents that travel in the same transaction as the assistant message.
 
         For every call that needs no decision (no approval, not ask_user) and whose arguments
@@ -354,10 +356,10 @@ class ToolRound(Decisions):
 
     async def approve_call(
         self,
-        op: dict[str, Any],
+        op: OpState,
         cfg: TurnConfig,
         tool: AgentTool,
-        call: dict[str, Any],
+        call: Mapping[str, Any],
         arguments: dict[str, Any],
         key: str,
         *,
@@ -434,7 +436,7 @@ def _result_timing(
     started: dict[str, int],
     ended: dict[str, int],
     recovered: dict[str, str],
-    op: dict[str, Any],
+    op: OpState,
     key: str,
     clock: WallClock,
 ) -> dict[str, Any]:

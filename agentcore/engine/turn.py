@@ -10,14 +10,12 @@ is yielded. Recovery is therefore just "read the register and continue".
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import assert_never
 
-from agentcore.context.compaction import plan_compaction, should_compact, summary_message
+from agentcore.compaction.step import CompactionStep
 from agentcore.engine.base import EngineBase, TurnConfig
 from agentcore.engine.call_limits import refuse_unfit_calls
-from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
 from agentcore.engine.endings import answer_text, call_key
 from agentcore.engine.fragments import FragmentBuffer, assemble_partial
 from agentcore.engine.interrupted import INTERRUPTED_RESULT
@@ -35,11 +33,9 @@ from agentcore.engine.retry import (
     lost_call_prompt,
 )
 from agentcore.engine.tool_round import ToolRound
-from agentcore.engine.usage import AttemptTiming, usage_payload
 from agentcore.errors import MODEL_ERROR
 from agentcore.events import (
     AgentEvent,
-    CompactionEvent,
     RetryEvent,
     RunEndEvent,
     SourcesEvent,
@@ -47,19 +43,19 @@ from agentcore.events import (
     ThinkingDeltaEvent,
     WebSearchEvent,
 )
-from agentcore.harness.storage import Commit
+from agentcore.harness.op_state import PHASES, OpState, PlanReviewState, RetryBudgets, ToolCallState
+from agentcore.harness.storage import Commit, RegisterWrite
+from agentcore.harness.usage import AttemptTiming, usage_payload
 from agentcore.messages import (
     AssistantMessage,
     Message,
     TextContent,
     ThinkingContent,
     UserMessage,
-    message_to_dict,
     user_text,
 )
 from agentcore.providers.base import (
     BlockStart,
-    ProviderFailure,
     ProviderRequest,
     SourcesFound,
     StreamEnd,
@@ -70,132 +66,6 @@ from agentcore.providers.base import (
     WebSearchUpdate,
 )
 from agentcore.tracing import Span, final_output_messages, trace_anchor
-
-
-class CompactionStep(EngineBase):
-    """Automatic (C4) and manual (C3) compaction inside an operation."""
-
-    def _threshold_reached(self, op: dict[str, Any], cfg: TurnConfig) -> bool:
-        if op.get("force_compaction"):
-            return True
-        window = cfg.context_window
-        if not cfg.compaction.enabled or window is None or self.context_meter is None:
-            return False
-        if op.get("compacted_step") == op["step"]:
-            return False  # DURABILITY 14: at most once per trigger, even across reopen
-        measured = self.context_meter(self.log.messages, 0)
-        if measured is None:
-            return False
-        return should_compact(measured[0], window, reserve_tokens=cfg.compaction.reserve(window))
-
-    async def compact(self, op: dict[str, Any], cfg: TurnConfig, *, auto: bool) -> AsyncIterator[AgentEvent]:
-        """Summarize the older part (auto) or everything (manual); replace the context only on
-        a normal finish with a non-empty summary. Originals stay in the store."""
-        window = cfg.context_window or cfg.model.context_window
-        settings = cfg.compaction
-        max_tokens = summary_max_tokens(cfg.model, window)
-        plan = plan_compaction(
-            self.log.messages,
-            window=window,
-            reserve_tokens=settings.reserve(window),
-            keep_recent_tokens=settings.keep_recent(window) if not op.get("force_compaction") else 0,
-            max_summary_tokens=max_tokens,
-            force=not auto,
-        )
-        done = dict(op, compacted_step=op["step"])
-        done.pop("force_compaction", None)
-        if plan.oversize:
-            yield self.finish_failed(op, MODEL_ERROR, plan.oversize_error() or "a message is larger than the window")
-            return
-        if not plan.to_summarize:
-            if not auto:
-                yield CompactionEvent(phase="end", auto=False)  # C3: empty context → only the end event
-                yield self.finish_completed(op, Commit(), "")
-            else:
-                self.log.commit(Commit(registers=[self.log.set_op(done)]))
-            return
-        yield CompactionEvent(phase="start", auto=auto)
-        started_ms = self.log.now_ms()
-        attempts: list[AgentEvent] = []
-        counter = len([k for k in self.log.usage if k.startswith(f"{self.request_id}:compact:")])
-        span = self.tracer.compaction(self.op_span, auto=auto) if self.tracer and self.op_span else None
-        mark = time.time_ns()
-
-        async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None, timing: AttemptTiming) -> None:
-            nonlocal counter, mark
-            record_id = f"{self.request_id}:compact:{counter}"
-            counter += 1
-            payload = usage_payload(message, self.request_id, ok=failure is None, timing=timing)
-            payload.update(purpose="compaction", auto=auto, step=op["step"], compaction_started_ms=started_ms)
-            if failure is not None:
-                payload["error"] = {"kind": failure.kind, "message": failure.message}
-            self.log.commit(Commit(usage=[self.log.usage_row(record_id, payload)]))
-            if span is not None and self.tracer is not None:  # requests run one after another
-                chat = self.tracer.chat(
-                    span,
-                    provider=cfg.model.provider,
-                    model=cfg.model.model_id,
-                    max_tokens=max_tokens,
-                    step=op["step"],
-                    attempt=counter - 1,
-                    start_time=mark,
-                )
-                self._end_chat_span(chat, message, failure, dict(payload, record_id=record_id))
-                mark = time.time_ns()
-            async for event in self._after_settle(payload, record_id, meter=False):
-                attempts.append(event)
-
-        outcome = await summarize(
-            plan,
-            cfg.provider,
-            cfg.model,
-            abort=self.abort,
-            max_tokens=max_tokens,
-            on_attempt=on_attempt,
-            clock=self.log.now_ms,
-        )
-        for event in attempts:
-            yield event
-        if span is not None:
-            failed = outcome.failure.message if outcome.failure is not None else None
-            span.end(error=failed, agentcore__compaction__summarized=len(plan.to_summarize))
-        current = self.log.op or op
-        if self.abort.is_set() or (outcome.failure is not None and outcome.failure.kind == "cancelled"):
-            yield self.finish_aborted(current, "the run was cancelled during compaction")  # nothing written
-            return
-        if outcome.failure is not None:
-            reason = f"compaction failed: {outcome.failure.message}"
-            yield self.finish_failed(current, MODEL_ERROR, reason)  # the original context is kept
-            return
-        keep_from = first_kept_entry(self.log.message_entry_ids, self.log.messages, plan.cut_index)
-        entry = self.log.entry(
-            "compaction",
-            {
-                "summary_message": message_to_dict(summary_message(outcome.text)),
-                "keep_from_entry": keep_from,
-                "auto": auto,
-                "summarized": len(plan.to_summarize),
-                "op": self.request_id,
-                "step": op["step"],
-                "started_ms": started_ms,
-                "ended_ms": self.log.now_ms(),
-            },
-        )
-        commit = Commit(entries=[entry])
-        if auto:
-            commit.registers.append(self.log.set_op(dict(done, compacted_step=current["step"])))
-            self.log.commit(commit)
-            yield CompactionEvent(phase="end", auto=True, summary=outcome.text)
-            meter = self._context_usage()
-            if meter:
-                yield meter
-            return
-        final = self.finish_completed(current, commit, outcome.text)
-        yield CompactionEvent(phase="end", auto=False, summary=outcome.text)
-        meter = self._context_usage()
-        if meter:
-            yield meter
-        yield final
 
 
 class TurnEngine(ToolRound, CompactionStep):
@@ -219,7 +89,7 @@ class TurnEngine(ToolRound, CompactionStep):
                 anchor=trace_anchor(op, log.storage.label, log.conversation_id, self.request_id),
                 conversation_id=log.conversation_id,
                 request_id=self.request_id,
-                mode=str((op or {}).get("mode", "build")),
+                mode=op["mode"] if op is not None else "build",
                 resumed=recovering,
                 input_messages=captured,
             )
@@ -277,23 +147,27 @@ class TurnEngine(ToolRound, CompactionStep):
                 yield self.finish_aborted(op, "the run was cancelled")
                 break
             phase = op["phase"]
-            if phase == "model":
-                async for event in self._model_step(op):
-                    yield event
-            elif phase == "tools":
-                async for event in self._tool_step(op):
-                    yield event
-            elif phase == "compact":
-                async for event in self.compact(op, self.configure(op), auto=False):
-                    yield event
-            elif phase == "plan_review":
-                async for event in self._plan_review(op):
-                    yield event
-            elif phase == "paused":
-                yield self.paused_event(op)
-                break
-            else:  # pragma: no cover - a register written by a newer version
+            if phase not in PHASES:  # pragma: no cover - a register written by a newer version
                 yield self.finish_failed(op, MODEL_ERROR, f"unknown operation phase {phase!r}")
+                break
+            match phase:
+                case "model":
+                    async for event in self._model_step(op):
+                        yield event
+                case "tools":
+                    async for event in self._tool_step(op):
+                        yield event
+                case "compact":
+                    async for event in self.compact(op, self.configure(op), auto=False):
+                        yield event
+                case "plan_review":
+                    async for event in self._plan_review(op):
+                        yield event
+                case "paused":
+                    yield self.paused_event(op)
+                    break
+                case _:
+                    assert_never(phase)
 
     async def _recover(self) -> AsyncIterator[AgentEvent]:
         """Reopened mid-operation: count a recovery attempt and keep the committed fragments."""
@@ -310,7 +184,7 @@ class TurnEngine(ToolRound, CompactionStep):
         cfg = self.configure(op)
         fragments = self.log.fragments.get(self.request_id, [])
         commit = Commit()
-        next_op = dict(op, budgets=_budgets_dict(budgets), attempt=op["attempt"] + 1)
+        next_op: OpState = {**op, "budgets": _budgets_dict(budgets), "attempt": op["attempt"] + 1}
         if fragments:
             partial = assemble_partial(
                 fragments, api_kind=cfg.model.api_kind, provider=cfg.model.provider, model=cfg.model.model_id
@@ -318,7 +192,7 @@ class TurnEngine(ToolRound, CompactionStep):
             prompt = continuation_prompt("the process was restarted", model_sees_partial=True)
             commit.entries.append(self.log.message_entry(partial, self.request_id, settles_fragments=True))
             commit.entries.append(self.log.message_entry(user_text(prompt), self.request_id, synthetic=True))
-            next_op.update(step=op["step"] + 1, attempt=0)
+            next_op["step"], next_op["attempt"] = op["step"] + 1, 0
         commit.registers.append(self.log.set_op(next_op))
         self.log.commit(commit)
         yield RetryEvent(
@@ -328,7 +202,7 @@ class TurnEngine(ToolRound, CompactionStep):
             kind="recovery",
         )
 
-    async def _model_step(self, op: dict[str, Any]) -> AsyncIterator[AgentEvent]:
+    async def _model_step(self, op: OpState) -> AsyncIterator[AgentEvent]:
         if self.session is not None:
             self.session.before_request(self, op)
             op = self.log.op or op
@@ -371,7 +245,7 @@ class TurnEngine(ToolRound, CompactionStep):
         )
 
     async def _stream_response(
-        self, op: dict[str, Any], cfg: TurnConfig, request: ProviderRequest, span: Span | None
+        self, op: OpState, cfg: TurnConfig, request: ProviderRequest, span: Span | None
     ) -> AsyncIterator[AgentEvent]:
         step, attempt = op["step"], op["attempt"]
         buffer = FragmentBuffer(step, attempt, clock=self.clock)
@@ -386,27 +260,30 @@ class TurnEngine(ToolRound, CompactionStep):
                 timing.first_token_ms = self.log.now_ms()
                 if span is not None and started is not None:
                     span.set(gen_ai__response__time_to_first_chunk=self.clock() - started)
-            if event is None:  # the flush window passed while the provider was quiet
-                pass
-            elif isinstance(event, TextDelta):
-                buffer.add(event.index, "text", event.text)
-                pending.append(TextDeltaEvent.model_construct(index=event.index, delta=event.text))
-                streamed_chars += len(event.text)
-            elif isinstance(event, ThinkingDelta):
-                buffer.add(event.index, "thinking", event.text)
-                pending.append(ThinkingDeltaEvent.model_construct(index=event.index, delta=event.text))
-                streamed_chars += len(event.text)
-            elif isinstance(event, ToolCallDelta):
-                streamed_chars += len(event.partial_json)
-            elif isinstance(event, WebSearchUpdate):
-                pending.append(WebSearchEvent(search=event.search))
-            elif isinstance(event, SourcesFound):
-                pending.append(SourcesEvent(sources=event.sources))
-            elif isinstance(event, StreamEnd):
-                end = event
-                break
-            elif isinstance(event, (BlockStart, ToolCallEnd)):
-                continue
+            match event:  # every kind of stream event, checked exhaustive
+                case None:  # the flush window passed while the provider was quiet
+                    pass
+                case TextDelta():
+                    buffer.add(event.index, "text", event.text)
+                    pending.append(TextDeltaEvent.model_construct(index=event.index, delta=event.text))
+                    streamed_chars += len(event.text)
+                case ThinkingDelta():
+                    buffer.add(event.index, "thinking", event.text)
+                    pending.append(ThinkingDeltaEvent.model_construct(index=event.index, delta=event.text))
+                    streamed_chars += len(event.text)
+                case ToolCallDelta():
+                    streamed_chars += len(event.partial_json)
+                case WebSearchUpdate():
+                    pending.append(WebSearchEvent(search=event.search))
+                case SourcesFound():
+                    pending.append(SourcesEvent(sources=event.sources))
+                case StreamEnd():
+                    end = event
+                    break
+                case BlockStart() | ToolCallEnd():
+                    continue
+                case _:
+                    assert_never(event)
             if buffer.due():
                 fragments = buffer.drain(self.request_id)
                 timing.stamp(fragments, self.log.now_ms())
@@ -428,7 +305,7 @@ class TurnEngine(ToolRound, CompactionStep):
 
     async def _settle_response(
         self,
-        op: dict[str, Any],
+        op: OpState,
         cfg: TurnConfig,
         message: AssistantMessage,
         end: StreamEnd,
@@ -474,14 +351,20 @@ class TurnEngine(ToolRound, CompactionStep):
             payload["response_entry"] = entry.id
             if calls:
                 budgets.reset()
-                tool_calls = [
+                tool_calls: list[ToolCallState] = [
                     {"id": c.id, "name": c.name, "arguments": c.arguments, "index": i} for i, c in enumerate(calls)
                 ]
                 for call in tool_calls:
                     if call["id"] in refusals:
                         call["refusal"] = refusals[call["id"]]
-                value = dict(op, phase="tools", budgets=_budgets_dict(budgets), tool_calls=tool_calls)
-                value.update(assistant_entry=entry.id, pause_turns=0)
+                value: OpState = {
+                    **op,
+                    "phase": "tools",
+                    "budgets": _budgets_dict(budgets),
+                    "tool_calls": tool_calls,
+                    "assistant_entry": entry.id,
+                    "pause_turns": 0,
+                }
                 commit.registers.append(self.log.set_op(value))
                 commit.entries.extend(self.early_intents(cfg, step, tool_calls))
             elif message.stop_reason == "length":
@@ -518,13 +401,13 @@ class TurnEngine(ToolRound, CompactionStep):
                     reason = f"the provider paused the turn more than {MAX_PAUSE_TURNS} times"
                     final = self.finish_failed(op, MODEL_ERROR, reason, commit=commit)
                 else:
-                    value = dict(op, phase="model", step=step + 1, attempt=0, budgets=_budgets_dict(budgets))
+                    value = {**op, "phase": "model", "step": step + 1, "attempt": 0, "budgets": _budgets_dict(budgets)}
                     value["pause_turns"] = pause_turns
                     commit.registers.append(self.log.set_op(value))
             elif cfg.mode == "plan" and (answer := answer_text(self.log, self.request_id, message)).strip():
                 budgets.reset()
-                plan = {"approval_id": f"{self.request_id}:plan:{step}", "text": answer}
-                value = dict(op, phase="plan_review", budgets=_budgets_dict(budgets), plan=plan)
+                plan: PlanReviewState = {"approval_id": f"{self.request_id}:plan:{step}", "text": answer}
+                value = {**op, "phase": "plan_review", "budgets": _budgets_dict(budgets), "plan": plan}
                 commit.registers.append(self.log.set_op(value))
             else:
                 final = self.finish_completed(op, commit, answer_text(self.log, self.request_id, message))
@@ -550,7 +433,7 @@ class TurnEngine(ToolRound, CompactionStep):
                 final = self.finish_aborted(op, "the run was cancelled", commit=commit)
             elif failure.kind == "overflow" and cfg.compaction.enabled and not op.get("overflow_compacted"):
                 # C5: compact once and retry; the flag makes a second overflow an error.
-                value = dict(op, attempt=op["attempt"] + 1, overflow_compacted=True, force_compaction=True)
+                value = {**op, "attempt": op["attempt"] + 1, "overflow_compacted": True, "force_compaction": True}
                 commit.registers.append(self.log.set_op(value))
             elif not failure.retryable:
                 reason = f"{failure.kind}: {failure.message}"
@@ -568,7 +451,7 @@ class TurnEngine(ToolRound, CompactionStep):
                     if has_content:
                         continue_with(continuation_prompt(failure.message, model_sees_partial=True))
                     else:
-                        value = dict(op, attempt=op["attempt"] + 1, budgets=_budgets_dict(budgets))
+                        value = {**op, "attempt": op["attempt"] + 1, "budgets": _budgets_dict(budgets)}
                         commit.registers.append(self.log.set_op(value))
                     retry = RetryEvent(
                         attempt=budgets.connection,
@@ -605,10 +488,11 @@ class TurnEngine(ToolRound, CompactionStep):
                 if current is not None:
                     yield self.finish_aborted(current, "the run was cancelled during a retry backoff")
 
-    def _next_model_op(self, op: dict[str, Any], budgets: Budgets, *, reset: bool = False) -> Any:
+    def _next_model_op(self, op: OpState, budgets: Budgets, *, reset: bool = False) -> RegisterWrite:
         if reset:
             budgets.reset()
-        value = dict(op, phase="model", step=op["step"] + 1, attempt=0, budgets=_budgets_dict(budgets))
+        budget_counts = _budgets_dict(budgets)
+        value: OpState = {**op, "phase": "model", "step": op["step"] + 1, "attempt": 0, "budgets": budget_counts}
         value.pop("tool_calls", None)
         return self.log.set_op(value)
 
@@ -616,7 +500,7 @@ class TurnEngine(ToolRound, CompactionStep):
 _CHUNKS = (TextDelta, ThinkingDelta, ToolCallDelta)
 
 
-def _budgets_dict(budgets: Budgets) -> dict[str, int]:
+def _budgets_dict(budgets: Budgets) -> RetryBudgets:
     return {"connection": budgets.connection, "length": budgets.length}
 
 

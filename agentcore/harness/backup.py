@@ -36,7 +36,8 @@ import uuid
 from pathlib import Path
 from typing import overload
 
-from agentcore.errors import STORE_EXISTS, STORE_INVALID, InputValidationError, StoreError
+from agentcore.errors import InputValidationError
+from agentcore.harness.backup_paths import exists_error, make_parents, no_store_error
 from agentcore.harness.lease import StoreFileLock
 from agentcore.harness.postgres_target import PostgresTarget
 from agentcore.harness.sqlite_schema import (
@@ -158,43 +159,8 @@ def _backup(source: Path, where: Path, tmp: Path) -> None:
     fsync_file(tmp)
 
 
-def make_parents(directory: Path) -> list[Path]:
-    """``mkdir -p``, returning the directories it created (outermost first)."""
-    missing: list[Path] = []
-    current = directory
-    while not current.exists() and current != current.parent:
-        missing.append(current)
-        current = current.parent
-    created: list[Path] = []
-    try:
-        for path in reversed(missing):
-            try:
-                path.mkdir()
-            except FileExistsError:
-                continue
-            created.append(path)
-    except BaseException:
-        for path in reversed(created):
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        raise
-    return created
-
-
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
         return False
-
-
-def no_store_error(source: Path) -> StoreError:
-    return StoreError(STORE_INVALID, f"{source}: no agent store at this path", details={"path": str(source)})
-
-
-def exists_error(target: Path) -> StoreError:
-    return StoreError(
-        STORE_EXISTS,
-        f"{target}: the destination already exists and is never overwritten",
-        details={"path": str(target)},
-    )

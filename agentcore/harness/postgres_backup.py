@@ -32,7 +32,7 @@ import psycopg
 from psycopg import sql
 
 from agentcore.errors import STORE_EXISTS, STORE_INVALID, StoreError
-from agentcore.harness.backup import exists_error, make_parents, no_store_error
+from agentcore.harness.backup_paths import exists_error, make_parents, no_store_error
 from agentcore.harness.lease import StoreFileLock
 from agentcore.harness.postgres_schema import ensure_schema, installed_version
 from agentcore.harness.postgres_store import StoreQueries, find_store, take_lease

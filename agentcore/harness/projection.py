@@ -19,10 +19,11 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from agentcore.clock import WallClock, system_clock
 from agentcore.errors import STORE_INVALID, StoreError
+from agentcore.harness.op_state import OpState
 from agentcore.harness.storage import (
     AgentStorage,
     Commit,
@@ -350,8 +351,9 @@ class ConversationLog:
     # --- reading ---------------------------------------------------------------------
 
     @property
-    def op(self) -> dict[str, Any] | None:
-        return self.view.register(op_key(self.conversation_id))
+    def op(self) -> OpState | None:
+        """The open operation's program counter (``op_state``), if one is open."""
+        return cast("OpState | None", self.view.register(op_key(self.conversation_id)))
 
     def op_seq(self) -> int:
         return self.view.register_seq(op_key(self.conversation_id))
@@ -383,15 +385,14 @@ class ConversationLog:
         self._built[entry.id] = message  # the projection reuses it instead of re-parsing the dict
         return entry
 
-    def set_op(self, value: dict[str, Any] | None) -> RegisterWrite:
+    def set_op(self, value: OpState | None) -> RegisterWrite:
         """A CAS write of the operation register against the seq we last saw.
 
         Each write is stamped with the writing owner and the time (``owner``, ``at_ms``): an
         engine that finds another owner's stamp is resuming the operation (a crash, a close, a
         failover) and records when, and the gap since the last write, in a ``resume`` entry."""
-        if value is not None:
-            value = {**value, "owner": self.owner_id, "at_ms": self.view.clock()}
-        return RegisterWrite(op_key(self.conversation_id), value, expected_seq=self.op_seq())
+        stamped = None if value is None else {**value, "owner": self.owner_id, "at_ms": self.view.clock()}
+        return RegisterWrite(op_key(self.conversation_id), stamped, expected_seq=self.op_seq())
 
     def receipt(self, request_id: str, payload: dict[str, Any]) -> Receipt:
         return Receipt(request_id, self.conversation_id, payload)

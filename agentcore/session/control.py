@@ -1,32 +1,35 @@
 """Control commands (SPEC S1, S2): each one a transaction that records its effect and its receipt.
 
 A receipt is stored under the command's ``request_id`` together with the command's
-fingerprint, in the same transaction as the effect. So a resend returns the original receipt
-and does nothing again, the same id with another payload is ``request_conflict``, and a
-reopened runtime still knows every receipt. Compare-and-swap commands (``configure``,
-``plan``) fail with ``version_conflict`` and record nothing.
+fingerprint, in the same transaction as the effect (``receipts``), so a resend returns the
+original receipt and does nothing again. Compare-and-swap commands (``configure``, ``plan``)
+fail with ``version_conflict`` and record nothing. A command is routed to its handler by a
+``match`` on the command union (``_apply``), which the type checker proves complete.
+
+The handlers see the session through a ``ControlHost``: what commands change (inputs, queues,
+contexts, configuration, cancellation) and nothing else of the session.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, assert_never
 
-from agentcore.context.compaction import CompactionPlan, plan_compaction, summary_message
-from agentcore.engine.base import TurnConfig
-from agentcore.engine.compaction import first_kept_entry, summarize, summary_max_tokens
+from agentcore.compaction.background import BackgroundCompactions
 from agentcore.engine.operations import apply_resume, start_op
-from agentcore.engine.usage import AttemptTiming, usage_payload
-from agentcore.errors import REQUEST_CONFLICT, UNKNOWN_TASK, VERSION_CONFLICT, AgentError, InputValidationError
-from agentcore.harness.projection import ConversationLog
-from agentcore.harness.storage import Commit, Receipt, RegisterWrite, TaskRow
+from agentcore.engine.turn import TurnEngine
+from agentcore.errors import UNKNOWN_TASK, VERSION_CONFLICT, AgentError, InputValidationError
+from agentcore.events import AgentEvent
+from agentcore.harness.projection import ConversationLog, new_id
+from agentcore.harness.storage import Commit, Receipt, RegisterWrite
 from agentcore.inputs import AgentInput
-from agentcore.messages import AssistantMessage, ImageContent, message_to_dict
-from agentcore.providers.base import ProviderFailure
+from agentcore.messages import ImageContent
+from agentcore.runtime_parts import RuntimeParts
 from agentcore.session import queue as input_queue
 from agentcore.session.commands import (
     CancelCommand,
+    Command,
     CompactCommand,
     ConfigureCommand,
     DeleteCommand,
@@ -43,103 +46,138 @@ from agentcore.session.commands import (
     parse_command,
 )
 from agentcore.session.contexts import Context
-
-if TYPE_CHECKING:
-    from agentcore.session.driver import SessionDriver
+from agentcore.session.options import SessionOptions
+from agentcore.session.ports import ContextOperations, InputQueue, SessionStore
+from agentcore.session.receipts import command_receipt, control_record, record_command, resent_receipt
+from agentcore.session.snapshot import SessionSnapshot
 
 PLACED = ("running", "paused")
 SETTLED = ("completed", "failed", "aborted", "settled", "applied")
 
 
+class ControlHost(SessionStore, ContextOperations, InputQueue, Protocol):
+    """What control commands need of the session (besides making operations and queueing
+    inputs): its store, contexts, options and runtime parts, the snapshot, an engine to apply
+    a decision with and the bus to emit its events on, resets, each context's configuration,
+    cancellation, and the extensions' tasks."""
+
+    @property
+    def options(self) -> SessionOptions: ...
+
+    @property
+    def parts(self) -> RuntimeParts: ...
+
+    def snapshot(self) -> SessionSnapshot: ...
+
+    def engine(
+        self, log: ConversationLog, request_id: str, abort: asyncio.Event, context: Context | None = None
+    ) -> TurnEngine: ...
+
+    def emit(self, context: Context, event: AgentEvent, request_id: str | None = None) -> None: ...
+
+    def apply_reset(self, log: ConversationLog, handoff: str | None, commit: Commit | None = None) -> None: ...
+
+    def config_of(self, conversation_id: str) -> dict[str, Any]: ...
+
+    def cancel_foreground(self, context: Context, reason: str) -> str | None: ...
+
+    def cancel_all(self, context: Context, reason: str) -> list[str]: ...
+
+    def cancel_extension_task(self, context: Context, task_id: str, owned_targets: set[int]) -> list[str] | None:
+        """``cancel`` scope task for an extension's task: the ids stopped, or None (not theirs)."""
+        ...
+
+    def start_extension_task(self, command: TaskCommand, context: Context, digest: str) -> dict[str, Any] | None:
+        """The ``task`` command, by the extension whose task it names: its receipt, or None."""
+        ...
+
+
 class ControlHandlers:
-    def __init__(self, driver: SessionDriver) -> None:
-        self.driver = driver
-        self._compactions: dict[str, dict[str, Any]] = {}  # finished background summaries to apply
+    """Applies control commands to one session; see the module docstring."""
+
+    def __init__(self, session: ControlHost, compactions: BackgroundCompactions) -> None:
+        self.session = session
+        self.compactions = compactions
 
     async def handle(self, raw: Any) -> dict[str, Any]:
         command = parse_command(raw)
-        driver = self.driver
-        existing = driver.view.receipts.get(command.request_id)
+        session = self.session
         digest = fingerprint(command)
-        if existing is not None:
-            recorded = existing.payload.get("control")
-            if recorded is None or recorded.get("fingerprint") != digest:
-                raise AgentError(
-                    REQUEST_CONFLICT,
-                    f"request_id {command.request_id!r} was already used for another command or input",
-                    details={"request_id": command.request_id},
-                )
-            again = dict(recorded["receipt"])
+        again = resent_receipt(session.view, command, digest)
+        if again is not None:
             if command.type == "snapshot":
-                again["snapshot"] = driver.snapshot().model_dump(mode="json")
+                again["snapshot"] = session.snapshot().model_dump(mode="json")
             return again
-        target = driver.contexts.by_target(command.target_id)
-        handler = getattr(self, f"_{command.type}")
-        receipt: dict[str, Any] = await handler(command, target, digest)
-        return receipt
+        return await self._apply(command, session.contexts.by_target(command.target_id), digest)
 
-    # --- helpers --------------------------------------------------------------------------
-
-    def _receipt(self, command: Any, status: str, **fields: Any) -> dict[str, Any]:
-        return {"request_id": command.request_id, "type": command.type, "status": status, **fields}
-
-    def _record(
-        self,
-        log: ConversationLog,
-        command: Any,
-        digest: str,
-        receipt: dict[str, Any],
-        commit: Commit | None = None,
-        payload: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Commit ``commit`` with the command's receipt (one transaction); return the receipt."""
-        commit = commit or Commit()
-        body = dict(payload or {}, control={"fingerprint": digest, "type": command.type, "receipt": receipt})
-        body.setdefault("status", receipt["status"])
-        commit.receipts.append(Receipt(command.request_id, log.conversation_id, body))
-        log.commit(commit)
-        return dict(receipt)
+    async def _apply(self, command: Command, target: Context, digest: str) -> dict[str, Any]:
+        """The one route from a command to its handler; the checker sees every kind handled."""
+        match command:
+            case SubmitCommand():
+                return await self._submit(command, target, digest)
+            case WithdrawCommand():
+                return await self._withdraw(command, target, digest)
+            case PromoteCommand():
+                return await self._promote(command, target, digest)
+            case ResumeCommand():
+                return await self._resume(command, target, digest)
+            case ResetCommand():
+                return await self._reset(command, target, digest)
+            case ForkCommand():
+                return await self._fork(command, target, digest)
+            case DeleteCommand():
+                return await self._delete(command, target, digest)
+            case ConfigureCommand():
+                return await self._configure(command, target, digest)
+            case PlanCommand():
+                return await self._plan(command, target, digest)
+            case CancelCommand():
+                return await self._cancel(command, target, digest)
+            case SnapshotCommand():
+                return await self._snapshot(command, target, digest)
+            case TaskCommand():
+                return await self._task(command, target, digest)
+            case CompactCommand():
+                return await self._compact(command, target, digest)
+            case _:
+                assert_never(command)
 
     def _log(self, target: Context) -> ConversationLog:
-        return self.driver.view.log(target.conversation_id)
+        return self.session.view.log(target.conversation_id)
 
     # --- inputs -----------------------------------------------------------------------------
 
     async def _submit(self, command: SubmitCommand, target: Context, digest: str) -> dict[str, Any]:
-        driver = self.driver
+        session = self.session
         log = self._log(target)
-        busy = log.op is not None or bool(input_queue.read_queue(driver.view, target.conversation_id))
+        busy = log.op is not None or bool(input_queue.read_queue(session.view, target.conversation_id))
         if busy and command.mode == "reject":
-            return self._record(log, command, digest, self._receipt(command, "rejected", input_id=None))
+            return record_command(log, command, digest, command_receipt(command, "rejected", input_id=None))
         images = [ImageContent(i.data, i.mime_type) for i in command.images]
         if not busy:  # an idle submit (any mode) is a new turn
-            op = driver.new_op(log, command.request_id, {}, mode=command.agent)
-            driver.configure(log, op, target)
-            receipt = self._receipt(command, "accepted", input_id=command.request_id)
-            payload = {
-                "status": "running",
-                "control": {"fingerprint": digest, "type": "submit", "receipt": receipt},
-            }
+            op = session.new_op(log, command.request_id, {}, mode=command.agent)
+            session.configure(log, op, target)
+            receipt = command_receipt(command, "accepted", input_id=command.request_id)
+            payload = {"status": "running", "control": control_record(command, digest, receipt)}
             extra = {"input_id": command.request_id}
             start_op(log, op, prompt=command.prompt, images=images, receipt=payload, message_extra=extra)
             return receipt
         mode = "steer" if command.mode == "steer" else "follow_up"
-        receipt = self._receipt(command, "queued", input_id=command.request_id, mode=mode)
-        control = {"fingerprint": digest, "type": "submit", "receipt": receipt}
-        receipt_payload = {"control": control}
-        driver.enqueue(
+        receipt = command_receipt(command, "queued", input_id=command.request_id, mode=mode)
+        receipt_payload = {"control": control_record(command, digest, receipt)}
+        session.enqueue(
             log, command.request_id, command.prompt, images, mode=mode, receipt=receipt_payload, agent=command.agent
         )
         return receipt
 
     def _consumed(self, log: ConversationLog, input_id: str) -> str:
         """``already_placed`` or ``settled`` for an input no longer in the queue."""
-        receipt = self.driver.view.receipts.get(input_id)
+        receipt = self.session.view.receipts.get(input_id)
         if receipt is None:
             raise InputValidationError(f"no input with id {input_id!r}", field="input_id")
         status = receipt.payload.get("status")
         if status == "placed":
-            op = self.driver.view.log(receipt.conversation_id).op
+            op = self.session.view.log(receipt.conversation_id).op
             placed_in = receipt.payload.get("placed_in")
             return "already_placed" if op is not None and op["request_id"] == placed_in else "settled"
         if status in PLACED:
@@ -150,7 +188,7 @@ class ControlHandlers:
         return self._change_queued(command, target, digest, "withdrawn", lambda item: None, {"status": "withdrawn"})
 
     async def _promote(self, command: PromoteCommand, target: Context, digest: str) -> dict[str, Any]:
-        items = input_queue.read_queue(self.driver.view, target.conversation_id)
+        items = input_queue.read_queue(self.session.view, target.conversation_id)
         index = input_queue.find(items, command.input_id)
         agent = items[index].get("agent") if index is not None else None
         if agent is not None:
@@ -173,13 +211,13 @@ class ControlHandlers:
     ) -> dict[str, Any]:
         """Change a still-queued input in one transaction with both receipts (``change`` returns
         the new item, or None to remove it); a consumed input is ``already_placed`` / ``settled``."""
-        view = self.driver.view
+        view = self.session.view
         log = self._log(target)
         items = input_queue.read_queue(view, target.conversation_id)
         index = input_queue.find(items, command.input_id)
         if index is None:
             status = self._consumed(log, command.input_id)
-            return self._record(log, command, digest, self._receipt(command, status, input_id=command.input_id))
+            return record_command(log, command, digest, command_receipt(command, status, input_id=command.input_id))
         changed = change(items[index])
         if changed is None:
             items.pop(index)
@@ -188,11 +226,11 @@ class ControlHandlers:
         commit = Commit(registers=[input_queue.write_queue(view, target.conversation_id, items)])
         original = view.receipts[command.input_id]
         commit.receipts.append(log.receipt(command.input_id, {**original.payload, **receipt_changes}))
-        receipt = self._receipt(command, status, input_id=command.input_id)
-        return self._record(log, command, digest, receipt, commit)
+        receipt = command_receipt(command, status, input_id=command.input_id)
+        return record_command(log, command, digest, receipt, commit)
 
     async def _resume(self, command: ResumeCommand, target: Context, digest: str) -> dict[str, Any]:
-        driver = self.driver
+        session = self.session
         log = self._log(target)
         op = log.op
         if op is None or op["request_id"] != command.input_id or op.get("phase") != "paused":
@@ -203,80 +241,78 @@ class ControlHandlers:
             ask_resume=command.ask_resume,
             tool_resume=command.tool_resume,
         )
-        engine = driver.engine(log, op["request_id"], asyncio.Event(), target)
+        engine = session.engine(log, op["request_id"], asyncio.Event(), target)
         applied = apply_resume(engine, op, decision)
         if applied is None:
             raise InputValidationError("the decision does not answer what the request waits for", field="input_id")
         async for event in applied:
-            driver.emit(target, event, command.input_id)
-        receipt = self._receipt(command, "resumed", input_id=command.input_id)
-        return self._record(log, command, digest, receipt)
+            session.emit(target, event, command.input_id)
+        receipt = command_receipt(command, "resumed", input_id=command.input_id)
+        return record_command(log, command, digest, receipt)
 
     # --- context changes -------------------------------------------------------------------
 
     async def _reset(self, command: ResetCommand, target: Context, digest: str) -> dict[str, Any]:
-        driver = self.driver
+        session = self.session
         log = self._log(target)
-        busy = log.op is not None or bool(input_queue.read_queue(driver.view, target.conversation_id))
+        busy = log.op is not None or bool(input_queue.read_queue(session.view, target.conversation_id))
         if busy:  # at the next input boundary
-            items = input_queue.read_queue(driver.view, target.conversation_id)
+            items = input_queue.read_queue(session.view, target.conversation_id)
             item = {"input_id": command.request_id, "kind": "reset", "mode": "follow_up", "handoff": command.handoff}
             items.append(item)
-            commit = Commit(registers=[input_queue.write_queue(driver.view, target.conversation_id, items)])
-            return self._record(log, command, digest, self._receipt(command, "queued"), commit)
-        receipt = self._receipt(command, "applied")
-        payload = {"status": "applied", "control": {"fingerprint": digest, "type": "reset", "receipt": receipt}}
+            commit = Commit(registers=[input_queue.write_queue(session.view, target.conversation_id, items)])
+            return record_command(log, command, digest, command_receipt(command, "queued"), commit)
+        receipt = command_receipt(command, "applied")
+        payload = {"status": "applied", "control": control_record(command, digest, receipt)}
         commit = Commit(receipts=[Receipt(command.request_id, log.conversation_id, payload)])
-        driver.apply_reset(log, command.handoff, commit)
+        session.apply_reset(log, command.handoff, commit)
         return receipt
 
     async def _fork(self, command: ForkCommand, target: Context, digest: str) -> dict[str, Any]:
-        driver = self.driver
+        session = self.session
         source = self._log(target)
         if command.entry_id not in source.entry_ids:
             raise InputValidationError(
                 f"entry_id {command.entry_id!r} is not a committed entry of target {target.target_id}",
                 field="entry_id",
             )
-        from agentcore.harness.projection import new_id
-
         conversation_id = f"{target.conversation_id}/fork/{new_id()[:12]}"
         base = {"conversation": target.conversation_id, "entry": command.entry_id}
-        context, writes = driver.contexts.create(
+        context, writes = session.contexts.create(
             conversation_id, "fork", parent=target, base=base, label=f"fork of {target.label or target.target_id}"
         )
-        config = driver.config_of(target.conversation_id)
+        config = session.config_of(target.conversation_id)
         commit = Commit(registers=writes)
         if config.get("model") or config.get("effort") is not None:
             commit.registers.append(RegisterWrite(f"config:{conversation_id}", dict(config, version=0)))
-        fork_log = driver.view.fork_log(conversation_id, base)
-        if driver.options.plan_fork == "initial":
+        fork_log = session.view.fork_log(conversation_id, base)
+        if session.options.plan_fork == "initial":
             commit.entries.append(fork_log.entry("plan", {"version": fork_log.plan["version"] + 1, "items": []}))
-        elif driver.options.plan_fork == "current":
+        elif session.options.plan_fork == "current":
             items = source.plan.get("items", [])
             commit.entries.append(fork_log.entry("plan", {"version": fork_log.plan["version"] + 1, "items": items}))
-        receipt = self._receipt(
+        receipt = command_receipt(
             command, "created", fork_id=conversation_id, target_id=context.target_id, entry_id=command.entry_id
         )
         try:
-            return self._record(source, command, digest, receipt, commit)
+            return record_command(source, command, digest, receipt, commit)
         except BaseException:
-            driver.view.logs.pop(conversation_id, None)
+            session.view.logs.pop(conversation_id, None)
             raise
 
     async def _delete(self, command: DeleteCommand, target: Context, digest: str) -> dict[str, Any]:
-        driver = self.driver
+        session = self.session
         if target.is_main:
             raise InputValidationError("the main conversation cannot be deleted; delete the store", field="target_id")
-        driver.cancel_all(target, "the context was deleted")
+        session.cancel_all(target, "the context was deleted")
         log = self._log(target)
-        commit = Commit(registers=[driver.contexts.mark_deleted(target)])
-        return self._record(log, command, digest, self._receipt(command, "deleted"), commit)
+        commit = Commit(registers=[session.contexts.mark_deleted(target)])
+        return record_command(log, command, digest, command_receipt(command, "deleted"), commit)
 
     async def _configure(self, command: ConfigureCommand, target: Context, digest: str) -> dict[str, Any]:
-        driver = self.driver
+        session = self.session
         log = self._log(target)
-        current = driver.config_of(target.conversation_id)
+        current = session.config_of(target.conversation_id)
         version = int(current.get("version", 0))
         if command.expected_version != version:
             raise AgentError(
@@ -288,21 +324,21 @@ class ControlHandlers:
         if command.model is not None:
             choice = {"provider": command.model.provider, "model_id": command.model.model_id}
             if target.kind == "subagent":
-                options = driver.options.subagents
+                options = session.options.subagents
                 allowed = {(m.provider, m.model_id) for m in (options.models if options else ())}
                 if (choice["provider"], choice["model_id"]) not in allowed:
                     raise InputValidationError(
                         f"model {choice['provider']}/{choice['model_id']} is not in the subagent whitelist",
                         field="model",
                     )
-            driver.runtime.config.model({"provider": choice["provider"], "model": choice["model_id"]})
+            session.parts.config.model({"provider": choice["provider"], "model": choice["model_id"]})
             value["model"] = choice
         if command.effort is not None:
             value["effort"] = command.effort
         key = f"config:{target.conversation_id}"
-        commit = Commit(registers=[RegisterWrite(key, value, expected_seq=driver.view.register_seq(key))])
-        receipt = self._receipt(command, "applied", version=version + 1)
-        return self._record(log, command, digest, receipt, commit)
+        commit = Commit(registers=[RegisterWrite(key, value, expected_seq=session.view.register_seq(key))])
+        receipt = command_receipt(command, "applied", version=version + 1)
+        return record_command(log, command, digest, receipt, commit)
 
     async def _plan(self, command: PlanCommand, target: Context, digest: str) -> dict[str, Any]:
         log = self._log(target)
@@ -315,230 +351,56 @@ class ControlHandlers:
             )
         items = [item.model_dump() for item in command.items]
         commit = Commit(entries=[log.entry("plan", {"version": version + 1, "items": items})])
-        receipt = self._receipt(command, "applied", version=version + 1)
-        return self._record(log, command, digest, receipt, commit)
+        receipt = command_receipt(command, "applied", version=version + 1)
+        return record_command(log, command, digest, receipt, commit)
 
     # --- work -------------------------------------------------------------------------------
 
     async def _cancel(self, command: CancelCommand, target: Context, digest: str) -> dict[str, Any]:
-        driver = self.driver
+        session = self.session
         log = self._log(target)
         if command.scope == "foreground":
-            request = driver.cancel_foreground(target, "cancelled by the host")
+            request = session.cancel_foreground(target, "cancelled by the host")
             cancelled = [request] if request else []
         elif command.scope == "all":
-            cancelled = driver.cancel_all(target, "cancelled by the host")
+            cancelled = session.cancel_all(target, "cancelled by the host")
         else:
             assert command.task_id is not None
             cancelled = self._cancel_task(target, command.task_id)
         status = "cancelled" if cancelled else "idle"
-        return self._record(log, command, digest, self._receipt(command, status, cancelled=cancelled))
+        return record_command(log, command, digest, command_receipt(command, status, cancelled=cancelled))
 
     def _cancel_task(self, target: Context, task_id: str) -> list[str]:
-        driver = self.driver
-        owned = {target.target_id, *(c.target_id for c in driver.contexts.children(target.target_id))}
-        for child in driver.contexts.all():
+        session = self.session
+        owned = {target.target_id, *(c.target_id for c in session.contexts.children(target.target_id))}
+        for child in session.contexts.all():
             if child.kind == "subagent" and child.conversation_id == task_id:
                 if child.target_id not in owned:
                     raise InputValidationError(f"task {task_id!r} does not belong to this target", field="task_id")
-                return driver.cancel_all(child, "cancelled by the host")
-        if task_id in self._compactions or task_id in driver.view.tasks:
-            row = driver.view.tasks.get(task_id)
-            if row is not None and row.payload.get("kind") == "compaction":
-                return self._stop_compaction(task_id)
-        for source in driver.extensions:
-            result = source.cancel_task(target, task_id, owned)
-            if result is not None:
-                return list(result)
+                return session.cancel_all(child, "cancelled by the host")
+        if self.compactions.owns(task_id):
+            return self.compactions.stop(task_id)
+        stopped = session.cancel_extension_task(target, task_id, owned)
+        if stopped is not None:
+            return stopped
         raise InputValidationError(f"no active task {task_id!r}", field="task_id")
 
     async def _snapshot(self, command: SnapshotCommand, target: Context, digest: str) -> dict[str, Any]:
-        receipt = self._record(self._log(target), command, digest, self._receipt(command, "ok"))
-        receipt["snapshot"] = self.driver.snapshot().model_dump(mode="json")
+        receipt = record_command(self._log(target), command, digest, command_receipt(command, "ok"))
+        receipt["snapshot"] = self.session.snapshot().model_dump(mode="json")
         return receipt
 
     async def _task(self, command: TaskCommand, target: Context, digest: str) -> dict[str, Any]:
-        for source in self.driver.extensions:
-            receipt = source.start_task(command, target, digest, self)
-            if receipt is not None:
-                return dict(receipt)
+        receipt = self.session.start_extension_task(command, target, digest)
+        if receipt is not None:
+            return receipt
         raise AgentError(UNKNOWN_TASK, f"no registered task named {command.name!r}", field="name")
 
     # --- background compaction -----------------------------------------------------------------
 
     async def _compact(self, command: CompactCommand, target: Context, digest: str) -> dict[str, Any]:
-        log = self._log(target)
-        task_id = f"compact:{command.request_id}"
-        row = TaskRow(
-            task_id,
-            target.conversation_id,
-            {
-                "kind": "compaction",
-                "name": "compaction",
-                "status": "running",
-                "instructions": command.instructions,
-                "target_id": target.target_id,
-                "generation": log.compaction_generation,
-                "created_ms": log.now_ms(),
-            },
-        )
-        receipt = self._receipt(command, "started", task_id=task_id)
-        self._record(log, command, digest, receipt, Commit(tasks=[row]))
-        self.start_compaction(target, task_id)
+        row = self.compactions.command_row(target, command.request_id, command.instructions)
+        receipt = command_receipt(command, "started", task_id=row.task_id)
+        record_command(self._log(target), command, digest, receipt, Commit(tasks=[row]))
+        self.compactions.start(target, row.task_id)
         return receipt
-
-    def maybe_start_background(self, target: Context) -> None:
-        """``compaction.background_tokens`` (C5): once the context passes it, summarize the older
-        part in the background, at most once per context generation, so the foreground rarely
-        has to stop for the 90% threshold."""
-        driver = self.driver
-        settings = driver.options.compaction
-        if not settings.enabled or not settings.background_tokens:
-            return
-        log = self._log(target)
-        usage = driver.meter(log).usage()
-        if usage is None or usage["used"] < settings.background_tokens:
-            return
-        for row in driver.view.tasks.values():
-            payload = row.payload
-            if row.conversation_id == target.conversation_id and payload.get("kind") == "compaction":
-                if payload.get("status") == "running" or payload.get("generation") == log.compaction_generation:
-                    return
-        if not self._compaction_plan(target)[0].to_summarize:
-            return  # everything is still within keep_recent_tokens
-        task_id = f"compact:auto:{log.compaction_generation}:{log.head or 'start'}"
-        payload = {
-            "kind": "compaction",
-            "name": "compaction",
-            "status": "running",
-            "auto": True,
-            "generation": log.compaction_generation,
-            "target_id": target.target_id,
-            "created_ms": log.now_ms(),
-        }
-        log.commit(Commit(tasks=[TaskRow(task_id, target.conversation_id, payload)]))
-        self.start_compaction(target, task_id)
-
-    def start_compaction(self, target: Context, task_id: str) -> None:
-        self.driver.spawn(task_id, lambda: self._run_compaction(target, task_id))
-
-    def resume_compactions(self) -> None:
-        """Background compactions a crash interrupted start again (their summary is redone)."""
-        for row in list(self.driver.view.tasks.values()):
-            if row.payload.get("kind") == "compaction" and row.payload.get("status") == "running":
-                if row.task_id not in self._compactions:
-                    target = self.driver.contexts.by_conversation(row.conversation_id)
-                    self.start_compaction(target, row.task_id)
-
-    def _compaction_plan(self, target: Context) -> tuple[CompactionPlan, TurnConfig, int]:
-        """What a background compaction of ``target`` would summarize now (C4's cut)."""
-        driver = self.driver
-        log = self._log(target)
-        op = log.op or driver.new_op(log, "compaction-plan", {})
-        cfg = driver.configure(log, op, target)
-        window = cfg.context_window or cfg.model.context_window
-        settings = cfg.compaction
-        max_tokens = summary_max_tokens(cfg.model, window)
-        plan = plan_compaction(
-            log.messages,
-            window=window,
-            reserve_tokens=settings.reserve(window),
-            keep_recent_tokens=settings.keep_recent(window),
-            max_summary_tokens=max_tokens,
-            force=False,
-        )
-        return plan, cfg, max_tokens
-
-    async def _run_compaction(self, target: Context, task_id: str) -> None:
-        driver = self.driver
-        log = self._log(target)
-        row = driver.view.tasks[task_id]
-        plan, cfg, max_tokens = self._compaction_plan(target)
-        abort = asyncio.Event()
-        self._compactions[task_id] = {"abort": abort, "state": "running"}
-        if plan.oversize or not plan.to_summarize:
-            reason = plan.oversize_error() if plan.oversize else None
-            self._finish_compaction(task_id, "failed" if reason else "completed", error=reason, note="nothing to do")
-            return
-        counter = 0
-
-        async def on_attempt(message: AssistantMessage, failure: ProviderFailure | None, timing: AttemptTiming) -> None:
-            nonlocal counter
-            payload = usage_payload(message, task_id, ok=failure is None, timing=timing)
-            payload.update(purpose="compaction", auto=True, background=True)
-            if failure is not None:
-                payload["error"] = {"kind": failure.kind, "message": failure.message}
-            log.commit(Commit(usage=[log.usage_row(f"{task_id}:{counter}", payload)]))
-            counter += 1
-
-        outcome = await summarize(
-            plan,
-            cfg.provider,
-            cfg.model,
-            abort=abort,
-            max_tokens=max_tokens,
-            on_attempt=on_attempt,
-            instructions=row.payload.get("instructions"),
-            clock=log.now_ms,
-        )
-        if abort.is_set():
-            self._finish_compaction(task_id, "aborted", error="cancelled")
-            return
-        if outcome.failure is not None:
-            self._finish_compaction(task_id, "failed", error=outcome.failure.message)
-            return
-        keep_from = first_kept_entry(log.message_entry_ids, log.messages, plan.cut_index)
-        self._compactions[task_id] = {
-            "state": "ready",
-            "generation": log.compaction_generation,
-            "keep_from": keep_from,
-            "summary": outcome.text,
-            "count": len(plan.to_summarize),
-        }
-        if log.op is None:
-            self.apply_background_compaction(target)
-
-    def apply_background_compaction(self, target: Context) -> None:
-        """Apply finished background summaries of ``target`` (at an input or request boundary)."""
-        log = self._log(target)
-        for task_id, state in list(self._compactions.items()):
-            row = self.driver.view.tasks.get(task_id)
-            if state.get("state") != "ready" or row is None or row.conversation_id != target.conversation_id:
-                continue
-            if state["generation"] != log.compaction_generation:
-                self._finish_compaction(task_id, "aborted", error="the context changed (another compaction)")
-                continue
-            entry = log.entry(
-                "compaction",
-                {
-                    "summary_message": message_to_dict(summary_message(state["summary"])),
-                    "keep_from_entry": state["keep_from"],
-                    "auto": True,
-                    "background": True,
-                    "summarized": state["count"],
-                    "task_id": task_id,
-                    "started_ms": row.payload.get("created_ms"),
-                    "ended_ms": log.now_ms(),
-                },
-            )
-            self._finish_compaction(task_id, "completed", entries=[entry])
-
-    def _finish_compaction(
-        self, task_id: str, status: str, *, error: str | None = None, note: str | None = None, entries: Any = None
-    ) -> None:
-        driver = self.driver
-        row = driver.view.tasks[task_id]
-        log = driver.view.log(row.conversation_id)
-        payload = dict(row.payload, status=status, error=error, note=note, ended_ms=log.now_ms())
-        log.commit(Commit(entries=list(entries or []), tasks=[TaskRow(task_id, row.conversation_id, payload)]))
-        self._compactions.pop(task_id, None)
-
-    def _stop_compaction(self, task_id: str) -> list[str]:
-        state = self._compactions.get(task_id)
-        if state is None:
-            return []
-        if state.get("state") == "ready":
-            self._finish_compaction(task_id, "aborted", error="cancelled")
-        elif "abort" in state:
-            state["abort"].set()
-        return [task_id]

@@ -10,6 +10,13 @@ Every state change is a store transaction first (commands included), so what the
 holds in memory is only the set of running activities and their abort signals; a reopened
 runtime finds the rest — open operations, queues, children, receipts — in the store and
 carries on. A ``session`` event with the full snapshot follows every committed change.
+
+The driver is the one owner of the session's parts and the only module that knows them all:
+it gets the runtime's ``RuntimeParts`` (never the runtime), admits ``run()`` inputs through
+``admission`` like a plain run, and hands each part itself through that part's port —
+``ControlHost`` (``control``), ``ChildrenHost`` (``children``), ``SnapshotSource``
+(``snapshots``), ``CompactionHost`` (``agentcore.compaction.background``), ``ExtensionHost``
+(``extension``) — which it satisfies structurally; none of them imports it.
 """
 
 from __future__ import annotations
@@ -18,16 +25,16 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, assert_never
 
+from agentcore.admission import Fresh, Paused, Replayed, Unfinished, admit, prepare_start
+from agentcore.compaction.background import BackgroundCompactions
 from agentcore.config import ToolScope
 from agentcore.context.meter import ContextMeter
 from agentcore.engine.base import EngineBase, TurnConfig
 from agentcore.engine.operations import (
     apply_resume,
-    input_hash,
     is_compaction,
-    is_resume,
     new_op,
     record_failure,
     run_settings,
@@ -35,24 +42,26 @@ from agentcore.engine.operations import (
     style_on,
 )
 from agentcore.engine.turn import TurnEngine
-from agentcore.errors import AGENT_NOT_READY, RUN_FAILED, AgentError, InputValidationError
+from agentcore.errors import AGENT_NOT_READY, RUN_FAILED, AgentError
 from agentcore.events import AgentEvent, RunEndEvent, SessionEvent
-from agentcore.harness.projection import ConversationLog, StoreView, cancel_key, new_id
+from agentcore.harness.op_state import OpState
+from agentcore.harness.projection import ConversationLog, StoreView, cancel_key
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.host import AgentHost
 from agentcore.inputs import AgentInput
-from agentcore.messages import ImageContent, user_text
+from agentcore.messages import ImageContent, message_to_dict, user_text
+from agentcore.runtime_parts import RuntimeParts
 from agentcore.session import queue as input_queue
+from agentcore.session.children import Children
+from agentcore.session.commands import TaskCommand
 from agentcore.session.contexts import Context, Contexts
+from agentcore.session.control import ControlHandlers
 from agentcore.session.extension import SessionExtension, build_extensions, extension_records
 from agentcore.session.ledger import UsageLedgerIndex
 from agentcore.session.options import SessionOptions
 from agentcore.session.snapshot import SessionSnapshot
 from agentcore.session.snapshots import SnapshotBuilder
 from agentcore.session.tools import update_plan_tool
-
-if TYPE_CHECKING:
-    from agentcore.runtime import AgentRuntime
 
 _WAKE = object()  # bus item: re-check whether the session is idle
 
@@ -75,11 +84,11 @@ class _Running:
 class SessionDriver:
     """Owns the activities of one runtime's session; see the module docstring."""
 
-    def __init__(self, runtime: AgentRuntime, options: SessionOptions, view: StoreView) -> None:
-        self.runtime = runtime
+    def __init__(self, parts: RuntimeParts, options: SessionOptions, view: StoreView) -> None:
+        self.parts = parts
         self.options = options
         self.view = view
-        self.contexts = Contexts(view, runtime.session_id)
+        self.contexts = Contexts(view, parts.session_id)
         self.ledger = UsageLedgerIndex(view)
         self.meters: dict[str, ContextMeter] = {}
         self.host: AgentHost | None = None
@@ -91,11 +100,9 @@ class SessionDriver:
         self._stop_serving = asyncio.Event()
         self._dirty = True
         self._snapshots = SnapshotBuilder(self)
-        from agentcore.session.children import Children
-        from agentcore.session.control import ControlHandlers
-
         self.children = Children(self)
-        self.control_handlers = ControlHandlers(self)
+        self.compactions = BackgroundCompactions(self, options.compaction)
+        self.control_handlers = ControlHandlers(self, self.compactions)
         view.on_commit(self._on_commit)
         self.extensions: list[SessionExtension] = build_extensions(self, options.extensions)
 
@@ -156,37 +163,45 @@ class SessionDriver:
     # --- admitting a run() input -----------------------------------------------------------
 
     async def _admit(self, input: AgentInput) -> list[AgentEvent]:
-        """Start, queue or resume ``input`` on the main conversation; events to yield first."""
-        log = self.view.log(self.runtime.session_id)
-        request_id = input.request_id or new_id()
-        receipt = log.receipts.get(request_id)
-        digest = input_hash(input)
-        if receipt is not None and receipt.payload.get("input_hash") not in (None, digest) and not is_resume(input):
-            raise InputValidationError(
-                f"request_id {request_id!r} was already used for a different input", field="request_id"
-            )
-        if receipt is not None and receipt.payload.get("status") in ("completed", "failed", "aborted"):
-            return [RunEndEvent.model_validate(dict(receipt.payload["final"], replayed=True))]
-        op = log.op
-        if op is not None and op["request_id"] == request_id:
-            if op.get("phase") == "paused":
+        """Start, queue or resume ``input`` on the main conversation (``admission``); the events
+        to yield first. A session never supersedes accepted work: a busy conversation queues."""
+        log = self.view.log(self.parts.session_id)
+        admission = admit(log, input)
+        match admission:
+            case Replayed(final):
+                return [final]
+            case Paused(op):
                 return await self._resume_paused(log, op, input)
-            return []  # an unfinished request: its conversation loop resumes it
-        if receipt is not None and receipt.payload.get("status") == "queued":
-            return []  # already waiting in the queue
-        images = await self.runtime.load_images(input)
-        settings = run_settings(input)
-        op_value = self.new_op(log, request_id, settings, mode=input.agent, compaction=is_compaction(input))
-        self.configure(log, op_value)  # validate everything before writing anything
-        if not is_compaction(input) and not input.prompt and not images:
-            raise InputValidationError("prompt is empty and no images are attached", field="prompt")
-        if op is None and not input_queue.read_queue(self.view, log.conversation_id):
-            start_op(log, op_value, prompt=input.prompt, images=images, receipt=_running_receipt(digest))
-        else:  # busy: the input waits its turn (a session never supersedes accepted work)
-            self.enqueue(log, request_id, input.prompt, images, mode="follow_up", receipt={"input_hash": digest})
-        return []
+            case Unfinished():
+                return []  # its conversation loop resumes it
+            case Fresh(receipt=receipt) if receipt is not None and receipt.payload.get("status") == "queued":
+                return []  # already waiting in the queue
+            case Fresh():
+                start = await prepare_start(
+                    input,
+                    admission,
+                    new_op=lambda request_id, fresh_input: self.new_op(
+                        log,
+                        request_id,
+                        run_settings(fresh_input),
+                        mode=fresh_input.agent,
+                        compaction=is_compaction(fresh_input),
+                    ),
+                    configure=lambda op: self.configure(log, op),
+                    workdir=self.parts.options.workdir,
+                )
+                if log.op is None and not input_queue.read_queue(self.view, log.conversation_id):
+                    start_op(log, start.op, prompt=start.prompt, images=start.images, receipt=start.receipt)
+                else:
+                    queued = {"input_hash": admission.digest}
+                    self.enqueue(
+                        log, admission.request_id, start.prompt, start.images, mode="follow_up", receipt=queued
+                    )
+                return []
+            case _:
+                assert_never(admission)
 
-    async def _resume_paused(self, log: ConversationLog, op: dict[str, Any], input: AgentInput) -> list[AgentEvent]:
+    async def _resume_paused(self, log: ConversationLog, op: OpState, input: AgentInput) -> list[AgentEvent]:
         engine = self.engine(log, op["request_id"], asyncio.Event())
         applied = apply_resume(engine, op, input)
         if applied is None:
@@ -234,10 +249,20 @@ class SessionDriver:
         return not any(not key.startswith("abort-watch:") for key in self._activities)
 
     def _on_commit(self, commit: Commit, seq: int) -> None:
-        if commit.registers or commit.receipts or commit.usage or commit.tasks:
+        """A commit the snapshot shows schedules a ``session`` event. Whoever committed it (a
+        task phase going to sleep, an extension's register) may emit nothing itself, so the
+        first change after a published snapshot wakes the bus; later ones ride on that wake."""
+        if self._dirty:
+            return
+        if (
+            commit.registers
+            or commit.receipts
+            or commit.usage
+            or commit.tasks
+            or any(entry.kind != "fragment" for entry in commit.entries)
+        ):
             self._dirty = True
-        elif any(entry.kind != "fragment" for entry in commit.entries):
-            self._dirty = True
+            self._bus.put_nowait(_WAKE)
 
     def session_event(self) -> SessionEvent:
         self._dirty = False
@@ -265,7 +290,7 @@ class SessionDriver:
             if (op is not None and op.get("phase") != "paused") or (op is None and queued):
                 self.start_loop(context)
         self.children.deliver_finished()
-        self.control_handlers.resume_compactions()
+        self.compactions.resume()
         for source in self.extensions:
             source.ensure_activities()
 
@@ -310,12 +335,12 @@ class SessionDriver:
             if op.get("phase") == "paused":
                 break
             await self.drive(context, op)
-            self.control_handlers.apply_background_compaction(context)  # an input boundary
+            self.compactions.apply(context)  # an input boundary
         if context.kind == "subagent":
             self.children.deliver_finished()  # the parent gets the result as its next input
             self.ensure_activities()
 
-    async def drive(self, context: Context, op: dict[str, Any]) -> RunEndEvent | None:
+    async def drive(self, context: Context, op: OpState) -> RunEndEvent | None:
         """Run ``op`` of ``context`` to its end (or pause); returns its final event."""
         log = self.view.log(context.conversation_id)
         request_id = op["request_id"]
@@ -355,10 +380,10 @@ class SessionDriver:
             lambda op: self.configure(log, op, context),
             host,
             abort,
-            sleep=self.runtime.sleep,
+            sleep=self.parts.sleep,
             context_meter=self.meter(log).measure,
             session=_Port(self, context),
-            tracer=self.runtime.tracer,
+            tracer=self.parts.tracer,
         )
 
     # --- operations ------------------------------------------------------------------------
@@ -371,7 +396,7 @@ class SessionDriver:
         *,
         mode: str | None = None,
         compaction: bool = False,
-    ) -> dict[str, Any]:
+    ) -> OpState:
         """A new operation of ``log``'s conversation, pinned to its configured model."""
         config = self.config_of(log.conversation_id)
         settings = dict(settings)
@@ -382,16 +407,16 @@ class SessionDriver:
         op = new_op(
             request_id,
             compaction=compaction,
-            mode=mode or self.runtime.options.mode,
+            mode=mode or self.parts.options.mode,
             settings=settings,
-            pinned=self.runtime.config.pin(settings),
+            pinned=self.parts.config.pin(settings),
         )
         op["config_version"] = int(config.get("version", 0))
         return op
 
-    def configure(self, log: ConversationLog, op: dict[str, Any], context: Context | None = None) -> TurnConfig:
+    def configure(self, log: ConversationLog, op: OpState, context: Context | None = None) -> TurnConfig:
         context = context or self.contexts.by_conversation(log.conversation_id)
-        cfg = self.runtime.config.configure(op, style_on=style_on(log), scope=self.tool_scope(context, log))
+        cfg = self.parts.config.configure(op, style_on=style_on(log), scope=self.tool_scope(context, log))
         self.meter(log).set_static(cfg, cfg.system_prompt, cfg.tools, cfg.context_window or cfg.model.context_window)
         return cfg
 
@@ -414,10 +439,10 @@ class SessionDriver:
     def meter(self, log: ConversationLog) -> ContextMeter:
         meter = self.meters.get(log.conversation_id)
         if meter is None:
-            if log.conversation_id == self.runtime.session_id:
-                meter = self.runtime.meter
+            if log.conversation_id == self.parts.session_id:
+                meter = self.parts.meter
             else:
-                meter = ContextMeter(log, self.runtime.config.window_guess)
+                meter = ContextMeter(log, self.parts.config.window_guess)
             self.meters[log.conversation_id] = meter
         return meter
 
@@ -494,8 +519,6 @@ class SessionDriver:
         commit = commit or Commit()
         payload: dict[str, Any] = {}
         if handoff:
-            from agentcore.messages import message_to_dict
-
             payload["handoff"] = message_to_dict(user_text(f"Handoff from the previous context:\n\n{handoff}"))
         commit.entries.append(log.entry("reset", payload))
         log.commit(commit)
@@ -575,9 +598,32 @@ class SessionDriver:
         for extension in self.extensions:
             await extension.aclose()
 
+    # --- what the snapshot and commands ask of the extensions --------------------------------
+
     def records(self) -> dict[str, Any]:
         """The snapshot's ``records``: the runtime's, then what each extension reports."""
-        return {**self.runtime.records(), **extension_records(self.extensions)}
+        return {**self.parts.records(), **extension_records(self.extensions)}
+
+    def tool_details(self, context: Context) -> dict[str, dict[str, Any]]:
+        """Extra ``detail`` for ``context``'s tool tasks, from every extension."""
+        merged: dict[str, dict[str, Any]] = {}
+        for extension in self.extensions:
+            merged.update(extension.tool_details(context))
+        return merged
+
+    def cancel_extension_task(self, context: Context, task_id: str, owned_targets: set[int]) -> list[str] | None:
+        for extension in self.extensions:
+            stopped = extension.cancel_task(context, task_id, owned_targets)
+            if stopped is not None:
+                return list(stopped)
+        return None
+
+    def start_extension_task(self, command: TaskCommand, context: Context, digest: str) -> dict[str, Any] | None:
+        for extension in self.extensions:
+            receipt = extension.start_task(command, context, digest)
+            if receipt is not None:
+                return dict(receipt)
+        return None
 
 
 class _Port:
@@ -587,16 +633,16 @@ class _Port:
         self.driver = driver
         self.context = context
 
-    def before_request(self, engine: EngineBase, op: dict[str, Any]) -> None:
+    def before_request(self, engine: EngineBase, op: OpState) -> None:
         driver = self.driver
         config = driver.config_of(self.context.conversation_id)
         version = int(config.get("version", 0))
         if version != int(op.get("config_version", 0)):  # configure: effective from the next request
             fresh = driver.new_op(engine.log, op["request_id"], dict(op.get("settings") or {}), mode=op.get("mode"))
-            value = dict(op, settings=fresh["settings"], pinned=fresh["pinned"], config_version=version)
+            value: OpState = {**op, "settings": fresh["settings"], "pinned": fresh["pinned"], "config_version": version}
             engine.log.commit(Commit(registers=[engine.log.set_op(value)]))
-        driver.control_handlers.apply_background_compaction(self.context)
-        driver.control_handlers.maybe_start_background(self.context)
+        driver.compactions.apply(self.context)
+        driver.compactions.maybe_start(self.context)
 
     def at_tool_boundary(self, engine: EngineBase, commit: Commit) -> None:
         driver = self.driver
@@ -614,8 +660,3 @@ class _Port:
             receipt = log.receipts.get(item["input_id"])
             payload = dict(receipt.payload if receipt else {}, status="placed", placed_in=engine.request_id)
             commit.receipts.append(log.receipt(item["input_id"], payload))
-
-
-def _running_receipt(digest: str) -> dict[str, Any]:
-    return {"status": "running", "input_hash": digest}
-

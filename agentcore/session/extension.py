@@ -5,24 +5,44 @@ execution environments (``environment``) are each a ``SessionExtension``: the dr
 extension for the tools a context gets, what the snapshot's ``records`` say about it, what work
 to resume, and how to cancel or start its tasks. Each lives in its own module under
 ``agentcore/extensions/`` and is registered in ``build_extensions`` — the driver knows none of
-them by name.
+them by name, and none of them knows the driver: an extension is given an ``ExtensionHost``,
+the session as an extension may see it (the store, the contexts, the runtime's parts, running
+an activity, waking the session) — pi-mono's read-only session view, as a ``Protocol``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from agentcore.events import AgentEvent
+from agentcore.runtime_parts import RuntimeParts
+from agentcore.session.commands import TaskCommand
+from agentcore.session.contexts import Context
+from agentcore.session.ports import SessionStore
 from agentcore.tools.base import AgentTool
 
-if TYPE_CHECKING:
-    from agentcore.session.commands import TaskCommand
-    from agentcore.session.contexts import Context
-    from agentcore.session.control import ControlHandlers
-    from agentcore.session.driver import SessionDriver
+
+class ExtensionHost(SessionStore, Protocol):
+    """What an extension sees of its session (besides the store view and the contexts); see the
+    module docstring."""
+
+    @property
+    def parts(self) -> RuntimeParts:
+        """The runtime's options, configuration, sleep and store (``runtime_parts``)."""
+        ...
+
+    def spawn(self, key: str, work: Callable[[], Awaitable[None]]) -> asyncio.Task[None] | None:
+        """Run ``work()`` as an activity of the session (``run()`` waits for it), unless one runs
+        under ``key`` already (then None)."""
+        ...
+
+    def wake(self) -> None:
+        """Have the session look for work again (and publish what changed)."""
+        ...
 
 
 class SessionExtension(Protocol):
@@ -65,10 +85,10 @@ class SessionExtension(Protocol):
         """``cancel`` scope task: the ids stopped, or None when ``task_id`` is not this extension's."""
         ...
 
-    def start_task(
-        self, command: TaskCommand, context: Context, digest: str, control: ControlHandlers
-    ) -> dict[str, Any] | None:
-        """The ``task`` command: a receipt, or None when ``command.name`` is not this extension's."""
+    def start_task(self, command: TaskCommand, context: Context, digest: str) -> dict[str, Any] | None:
+        """The ``task`` command: its receipt (recorded with ``receipts.record_command``, in the
+        transaction that creates the task), or None when ``command.name`` is not this
+        extension's."""
         ...
 
     async def aclose(self) -> None:
@@ -79,8 +99,8 @@ class SessionExtension(Protocol):
 class BaseExtension:
     """No-op defaults for every hook, so an extension implements only what it needs."""
 
-    def __init__(self, driver: SessionDriver) -> None:
-        self.driver = driver
+    def __init__(self, session: ExtensionHost) -> None:
+        self.session = session
 
     def tools(self, context: Context) -> list[AgentTool]:
         return []
@@ -109,9 +129,7 @@ class BaseExtension:
     def cancel_task(self, context: Context, task_id: str, owned_targets: set[int]) -> list[str] | None:
         return None
 
-    def start_task(
-        self, command: TaskCommand, context: Context, digest: str, control: ControlHandlers
-    ) -> dict[str, Any] | None:
+    def start_task(self, command: TaskCommand, context: Context, digest: str) -> dict[str, Any] | None:
         return None
 
     async def aclose(self) -> None:
@@ -120,7 +138,7 @@ class BaseExtension:
 
 # session option key → the module implementing it. Each module provides
 # ``parse_option(raw) -> parsed`` (strict; ``input_validation`` naming ``session.<key>...``) and
-# ``create(driver, parsed) -> SessionExtension``. Modules load only when their key is used.
+# ``create(session: ExtensionHost, parsed) -> SessionExtension``. Modules load only when their key is used.
 EXTENSION_MODULES: Mapping[str, str] = MappingProxyType(
     {
         "registry": "agentcore.extensions.tasks",
@@ -139,9 +157,9 @@ def parse_extension_option(key: str, raw: Any) -> Any:
     return _module(key).parse_option(raw)
 
 
-def build_extensions(driver: SessionDriver, parsed: dict[str, Any]) -> list[SessionExtension]:
+def build_extensions(session: ExtensionHost, parsed: dict[str, Any]) -> list[SessionExtension]:
     """The extensions a session's options ask for, in option order."""
-    return [_module(key).create(driver, value) for key, value in parsed.items()]
+    return [_module(key).create(session, value) for key, value in parsed.items()]
 
 
 def extension_records(extensions: Iterable[SessionExtension]) -> dict[str, Any]:

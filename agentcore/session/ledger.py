@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agentcore.engine.usage import TOKEN_FIELDS
 from agentcore.harness.projection import StoreView
 from agentcore.harness.storage import Commit, UsageRow
+from agentcore.harness.usage import TOKEN_FIELDS
 
 
 def empty_totals() -> dict[str, Any]:

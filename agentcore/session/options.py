@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentcore.engine.compaction import CompactionSettings
+from agentcore.compaction.settings import CompactionSettings
 from agentcore.errors import InputValidationError
 from agentcore.session.extension import EXTENSION_MODULES, parse_extension_option
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Protocol
 
+from agentcore.context.meter import ContextMeter
 from agentcore.engine.endings import call_key
 from agentcore.harness.storage import TaskRow
 from agentcore.session import queue as input_queue
 from agentcore.session.contexts import Context
-from agentcore.session.ledger import merged
+from agentcore.session.ledger import UsageLedgerIndex, merged
+from agentcore.session.ports import SessionStore
 from agentcore.session.snapshot import (
     MAX_HISTORY,
     MAX_RECEIPTS,
@@ -28,30 +30,47 @@ from agentcore.session.snapshot import (
     UsageTotals,
 )
 
-if TYPE_CHECKING:
-    from agentcore.session.driver import SessionDriver
-
 TERMINAL_TASKS = ("completed", "failed", "aborted", "orphaned", "cancelled")
 TURN_STATUSES = ("queued", "running", "paused", "completed", "failed", "aborted", "withdrawn", "cancelled", "rejected")
 
 
+class SnapshotSource(SessionStore, Protocol):
+    """What the snapshot is built from: the store, the contexts, the usage ledger's totals, the
+    live context meters (a context without one shows no usage yet), each context's
+    configuration, the ``records`` and the extensions' detail for tool tasks."""
+
+    @property
+    def ledger(self) -> UsageLedgerIndex: ...
+
+    @property
+    def meters(self) -> Mapping[str, ContextMeter]: ...
+
+    def config_of(self, conversation_id: str) -> dict[str, Any]: ...
+
+    def records(self) -> dict[str, Any]: ...
+
+    def tool_details(self, context: Context) -> dict[str, dict[str, Any]]: ...
+
+
 class SnapshotBuilder:
-    def __init__(self, driver: SessionDriver) -> None:
-        self.driver = driver
+    """Builds ``SessionSnapshot``s of one session; see the module docstring."""
+
+    def __init__(self, source: SnapshotSource) -> None:
+        self.source = source
         self._counter = 0
 
     def revision(self) -> int:
         """Strictly increasing per owner; a newer owner (higher fence) is always above."""
         self._counter += 1
-        return (self.driver.view.fence << 32) | self._counter
+        return (self.source.view.fence << 32) | self._counter
 
     def build(self) -> SessionSnapshot:
-        driver = self.driver
-        contexts = driver.contexts.all()
-        by_conversation = {c.conversation_id: c for c in driver.contexts.all(include_deleted=True)}
+        source = self.source
+        contexts = source.contexts.all()
+        by_conversation = {c.conversation_id: c for c in source.contexts.all(include_deleted=True)}
         tasks: list[TaskState] = []
         ended: list[tuple[int, Callable[[], TaskState]]] = []  # (store seq, build) of finished tasks
-        details = {c.conversation_id: self._tool_details(c) for c in contexts}
+        details = {c.conversation_id: source.tool_details(c) for c in contexts}
         for context in contexts:
             tasks.extend(self._tool_tasks(context, details[context.conversation_id]))
         child_tasks, child_history = self._subagent_tasks(by_conversation)
@@ -62,14 +81,14 @@ class SnapshotBuilder:
         ended.extend(rows_history)
         ended.extend(self._tool_history(contexts, details))
         history_total = len(child_history) + len(rows_history) + sum(
-            driver.view.log(c.conversation_id).tools_finished for c in contexts
+            source.view.log(c.conversation_id).tools_finished for c in contexts
         )
         ended.sort(key=lambda item: item[0])
         history = [build() for _seq, build in ended[-MAX_HISTORY:]]  # only the shown ones are built
         turns, turns_total = self._turns(by_conversation)
-        main_log = driver.view.log(driver.contexts.main_conversation)
+        main_log = source.view.log(source.contexts.main_conversation)
         return SessionSnapshot(
-            owner_id=driver.view.owner_id,
+            owner_id=source.view.owner_id,
             revision=self.revision(),
             contexts=[self._context(context) for context in contexts],
             tasks=tasks,
@@ -78,7 +97,7 @@ class SnapshotBuilder:
             turns=turns,
             turns_total=turns_total,
             plan=PlanState.model_validate(main_log.plan),
-            records=driver.records(),
+            records=source.records(),
             receipts=self._receipts(),
             usage=self._usage(contexts),
         )
@@ -86,22 +105,22 @@ class SnapshotBuilder:
     # --- contexts ------------------------------------------------------------------------
 
     def _context(self, context: Context) -> ContextState:
-        driver = self.driver
-        log = driver.view.log(context.conversation_id)
+        source = self.source
+        log = source.view.log(context.conversation_id)
         op = log.op
-        queue = input_queue.read_queue(driver.view, context.conversation_id)
+        queue = input_queue.read_queue(source.view, context.conversation_id)
         status: Literal["idle", "running", "paused", "queued"]
         if op is None:
             status = "queued" if queue else "idle"
         else:
             status = "paused" if op.get("phase") == "paused" else "running"
-        meter = driver.meters.get(context.conversation_id)
+        meter = source.meters.get(context.conversation_id)
         usage = meter.usage() if meter is not None else None
-        config = driver.config_of(context.conversation_id)
+        config = source.config_of(context.conversation_id)
         forked_from = None
         if context.base is not None:
-            source = driver.contexts.by_conversation(context.base["conversation"])
-            forked_from = {"target_id": source.target_id, "entry_id": context.base["entry"]}
+            origin = source.contexts.by_conversation(context.base["conversation"])
+            forked_from = {"target_id": origin.target_id, "entry_id": context.base["entry"]}
         return ContextState(
             target_id=context.target_id,
             conversation_id=context.conversation_id,
@@ -121,15 +140,9 @@ class SnapshotBuilder:
 
     # --- tasks ---------------------------------------------------------------------------
 
-    def _tool_details(self, context: Context) -> dict[str, dict[str, Any]]:
-        merged: dict[str, dict[str, Any]] = {}
-        for extension in self.driver.extensions:
-            merged.update(extension.tool_details(context))
-        return merged
-
     def _tool_tasks(self, context: Context, details: dict[str, dict[str, Any]]) -> list[TaskState]:
         """The open turn's tool calls: submitted arguments, running once their intent is durable."""
-        log = self.driver.view.log(context.conversation_id)
+        log = self.source.view.log(context.conversation_id)
         op = log.op
         if op is None or op.get("phase") not in ("tools", "paused") or not op.get("tool_calls"):
             return []
@@ -164,7 +177,7 @@ class SnapshotBuilder:
     ) -> list[tuple[int, Callable[[], TaskState]]]:
         out: list[tuple[int, Callable[[], TaskState]]] = []
         for context in contexts:
-            log = self.driver.view.log(context.conversation_id)
+            log = self.source.view.log(context.conversation_id)
             for item in log.tool_history:
                 build = functools.partial(
                     TaskState,
@@ -184,13 +197,13 @@ class SnapshotBuilder:
     def _subagent_tasks(
         self, by_conversation: dict[str, Context]
     ) -> tuple[list[TaskState], list[tuple[int, Callable[[], TaskState]]]]:
-        driver = self.driver
+        source = self.source
         active: list[TaskState] = []
         done: list[tuple[int, Callable[[], TaskState]]] = []
         for child in by_conversation.values():
             if child.kind != "subagent":
                 continue
-            receipt = driver.view.receipts.get(f"{child.conversation_id}:task")
+            receipt = source.view.receipts.get(f"{child.conversation_id}:task")
             final = (receipt.payload.get("final") if receipt else None) or {}
             build = functools.partial(self._subagent_task, child, final)
             if final:
@@ -200,8 +213,9 @@ class SnapshotBuilder:
         return active, done
 
     def _subagent_task(self, child: Context, final: dict[str, Any]) -> TaskState:
-        log = self.driver.view.log(child.conversation_id)
-        status = final.get("status") or ("paused" if (log.op or {}).get("phase") == "paused" else "running")
+        log = self.source.view.log(child.conversation_id)
+        op = log.op
+        status = final.get("status") or ("paused" if op is not None and op["phase"] == "paused" else "running")
         return TaskState(
             task_id=child.conversation_id,
             kind="subagent",
@@ -228,7 +242,7 @@ class SnapshotBuilder:
         """Task rows of the store: background compactions and durable tasks (extensions)."""
         active: list[TaskState] = []
         done: list[tuple[int, Callable[[], TaskState]]] = []
-        for row in self.driver.view.tasks.values():
+        for row in self.source.view.tasks.values():
             terminal = str(row.payload.get("status", "running")) in TERMINAL_TASKS
             build = functools.partial(self._row_task, row, by_conversation, terminal)
             if terminal:
@@ -260,11 +274,11 @@ class SnapshotBuilder:
     # --- turns, receipts, usage -------------------------------------------------------------
 
     def _turns(self, by_conversation: dict[str, Context]) -> tuple[list[TurnState], int]:
-        driver = self.driver
+        source = self.source
         turns: list[TurnState] = []
         total = 0
-        for request_id in reversed(driver.view.receipts):
-            receipt = driver.view.receipts[request_id]
+        for request_id in reversed(source.view.receipts):
+            receipt = source.view.receipts[request_id]
             payload = receipt.payload
             control = payload.get("control")
             if control is not None and control.get("type") != "submit":
@@ -284,7 +298,7 @@ class SnapshotBuilder:
                     status=status,
                     reason=final.get("error_code") if status != "completed" else None,
                     detail=final.get("error") if status != "completed" else None,
-                    usage=UsageTotals(**driver.ledger.request(request_id)),
+                    usage=UsageTotals(**source.ledger.request(request_id)),
                 )
             )
         turns.reverse()
@@ -292,8 +306,8 @@ class SnapshotBuilder:
 
     def _receipts(self) -> list[dict[str, Any]]:
         out = []
-        for request_id in reversed(self.driver.view.receipts):
-            control = self.driver.view.receipts[request_id].payload.get("control")
+        for request_id in reversed(self.source.view.receipts):
+            control = self.source.view.receipts[request_id].payload.get("control")
             if control is not None:
                 out.append(dict(control["receipt"]))
                 if len(out) >= MAX_RECEIPTS:
@@ -302,13 +316,13 @@ class SnapshotBuilder:
         return out
 
     def _usage(self, contexts: list[Context]) -> list[SessionUsage]:
-        driver = self.driver
-        everything = driver.contexts.all(include_deleted=True)
+        source = self.source
+        everything = source.contexts.all(include_deleted=True)
         out = []
         for context in contexts:
-            own = driver.ledger.conversation(context.conversation_id)
+            own = source.ledger.conversation(context.conversation_id)
             children = [c for c in everything if c.kind == "subagent" and _descends(c, context, everything)]
-            total = merged(itertools.chain([own], (driver.ledger.conversation(c.conversation_id) for c in children)))
+            total = merged(itertools.chain([own], (source.ledger.conversation(c.conversation_id) for c in children)))
             out.append(SessionUsage(target_id=context.target_id, own=UsageTotals(**own), total=UsageTotals(**total)))
         return out
 

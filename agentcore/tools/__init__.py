@@ -8,32 +8,11 @@ execution environment they run against) comes in through ``ToolContext``.
 from __future__ import annotations
 
 from agentcore.tools.base import AgentTool, Replay, ToolContext, ToolDefinition, ToolExecute, ToolResult
-from agentcore.tools.bash import make_bash_tool
-from agentcore.tools.edit import make_edit_tool
+from agentcore.tools.builtin import BUILTIN_TOOL_NAMES, builtin_tools
 from agentcore.tools.environment import AgentExecutionEnv, FileOperation, LocalExecutionEnv, execution_env
 from agentcore.tools.executor import PendingCall, execute_call, prepare_call, run_concurrently
 from agentcore.tools.guard import PERMISSION_POLICIES, PathGuard, PermissionPolicy, validate_policy
-from agentcore.tools.ls import make_ls_tool
-from agentcore.tools.read import make_read_tool
-from agentcore.tools.search import make_find_tool, make_grep_tool
 from agentcore.tools.selection import WRITE_TOOLS, Mode, select_tools
-from agentcore.tools.write import make_write_tool
-
-BUILTIN_TOOL_NAMES = ("read", "write", "edit", "bash", "grep", "find", "ls")
-
-
-def builtin_tools() -> list[AgentTool]:
-    """The built-in tools, in the order they are shown to the model."""
-    return [
-        make_read_tool(),
-        make_write_tool(),
-        make_edit_tool(),
-        make_bash_tool(),
-        make_grep_tool(),
-        make_find_tool(),
-        make_ls_tool(),
-    ]
-
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",

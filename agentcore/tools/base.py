@@ -13,14 +13,13 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 from agentcore.errors import InputValidationError
 from agentcore.inputs import MAX_TOOL_RESULT_BYTES
 from agentcore.messages import ImageContent, TextContent, UserContent
 
 if TYPE_CHECKING:
-    from agentcore.tools.environment import AgentExecutionEnv
     from agentcore.tools.guard import PathGuard
 
 Replay: TypeAlias = Literal["never", "safe"]
@@ -89,6 +88,47 @@ class ToolContext:
     env: AgentExecutionEnv | None = None
     # The cap on this call's result (``result_cap``): ``create_agent(max_tool_result_bytes=...)``.
     max_result_bytes: int = MAX_TOOL_RESULT_BYTES
+
+
+class FileOperation(Protocol):
+    """One target-side file operation; its dataclass fields are its JSON form."""
+
+    @property
+    def name(self) -> str: ...
+
+    def run(self, guard: PathGuard, should_stop: Callable[[], bool]) -> ToolResult:
+        """Do the work under ``guard`` (blocking; bounded time and memory except for grep/find,
+        which poll ``should_stop``). Raises ``ToolError`` for the model."""
+        ...
+
+
+@runtime_checkable
+class AgentExecutionEnv(Protocol):
+    """An execution environment the built-in tools run against (see the module docstring).
+
+    ``id`` is the stable identity a session is bound to; ``label`` is for people; ``kind`` is
+    ``local`` or ``remote``. Every method may be called concurrently (read-only tools of one
+    response run together, and several contexts of a session share one environment).
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    async def run_file_operation(self, ctx: ToolContext, operation: FileOperation) -> ToolResult: ...
+
+    async def run_command(self, ctx: ToolContext, command: str, timeout: float) -> ToolResult: ...  # noqa: ASYNC109
+
+    async def reap_call(self, token: str) -> int: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    async def cleanup(self) -> None: ...
 
 
 ToolExecute: TypeAlias = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]

@@ -22,62 +22,22 @@ reached raises ``ToolError`` too, naming the environment — a tool never falls 
 machine. ``LocalExecutionEnv`` is the default (``ToolContext.env`` is None): it runs the target
 half in this process against ``ctx.guard`` itself, exactly as the tools always did. The remote
 implementation and the session option live in ``agentcore.extensions.environment``.
+
+The two protocols (``AgentExecutionEnv``, ``FileOperation``) live in ``base`` beside
+``ToolContext``, which they and the tools share; they are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import Any, Final
 
 from agentcore.errors import ToolError
-
-if TYPE_CHECKING:
-    from agentcore.tools.base import ToolContext, ToolResult
-    from agentcore.tools.guard import PathGuard
+from agentcore.tools.base import AgentExecutionEnv, FileOperation, ToolContext, ToolResult
+from agentcore.tools.lifeline import reap_orphaned_call
+from agentcore.tools.shell import run_command
 
 ENV_KINDS: Final = ("local", "remote")
-
-
-class FileOperation(Protocol):
-    """One target-side file operation; its dataclass fields are its JSON form."""
-
-    @property
-    def name(self) -> str: ...
-
-    def run(self, guard: PathGuard, should_stop: Callable[[], bool]) -> ToolResult:
-        """Do the work under ``guard`` (blocking; bounded time and memory except for grep/find,
-        which poll ``should_stop``). Raises ``ToolError`` for the model."""
-        ...
-
-
-@runtime_checkable
-class AgentExecutionEnv(Protocol):
-    """An execution environment the built-in tools run against (see the module docstring).
-
-    ``id`` is the stable identity a session is bound to; ``label`` is for people; ``kind`` is
-    ``local`` or ``remote``. Every method may be called concurrently (read-only tools of one
-    response run together, and several contexts of a session share one environment).
-    """
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def label(self) -> str: ...
-
-    @property
-    def kind(self) -> str: ...
-
-    async def run_file_operation(self, ctx: ToolContext, operation: FileOperation) -> ToolResult: ...
-
-    async def run_command(self, ctx: ToolContext, command: str, timeout: float) -> ToolResult: ...  # noqa: ASYNC109
-
-    async def reap_call(self, token: str) -> int: ...
-
-    def status(self) -> dict[str, Any]: ...
-
-    async def cleanup(self) -> None: ...
 
 
 class LocalExecutionEnv:
@@ -110,13 +70,9 @@ class LocalExecutionEnv:
 
     async def run_command(self, ctx: ToolContext, command: str, timeout: float) -> ToolResult:  # noqa: ASYNC109
         self._check_open()
-        from agentcore.tools.bash import run_command
-
         return await run_command(command, timeout, ctx)
 
     async def reap_call(self, token: str) -> int:
-        from agentcore.tools.lifeline import reap_orphaned_call
-
         return await reap_orphaned_call(token)
 
     def status(self) -> dict[str, Any]:
@@ -129,3 +85,6 @@ class LocalExecutionEnv:
 def execution_env(ctx: ToolContext) -> AgentExecutionEnv:
     """The environment ``ctx``'s tools run against: ``ctx.env``, or this machine."""
     return ctx.env if ctx.env is not None else LocalExecutionEnv()
+
+
+__all__ = ["ENV_KINDS", "AgentExecutionEnv", "FileOperation", "LocalExecutionEnv", "execution_env"]

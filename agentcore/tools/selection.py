@@ -22,6 +22,7 @@ from typing import Final, Literal, TypeAlias
 
 from agentcore.errors import InputValidationError
 from agentcore.tools.base import AgentTool, ToolDefinition
+from agentcore.tools.builtin import builtin_tools
 from agentcore.tools.guard import PermissionPolicy, validate_policy
 
 Mode: TypeAlias = Literal["build", "plan"]
@@ -87,8 +88,6 @@ def select_tools(
     if mode not in MODES:
         raise InputValidationError(f"mode must be 'build' or 'plan'; got {mode!r}", field="mode")
     if builtins is None:
-        from agentcore.tools import builtin_tools
-
         builtins = builtin_tools()
     builtin_names = {tool.name for tool in builtins}
     _check_extra_tools(builtin_names, extra_tools)

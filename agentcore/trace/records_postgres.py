@@ -14,7 +14,7 @@ from psycopg import sql
 from agentcore.errors import STORE_INVALID, StoreError
 from agentcore.harness.postgres_target import PostgresTarget, connect
 from agentcore.harness.storage import Entry
-from agentcore.trace.records import COLUMNS, KEYS, TABLES, TraceRecords, to_records
+from agentcore.trace.rows import COLUMNS, KEYS, TABLES, TraceRecords, to_records
 
 
 class PostgresSource:

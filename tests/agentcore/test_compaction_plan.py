@@ -12,7 +12,7 @@ from itertools import cycle, islice
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentcore.context.compaction import (
+from agentcore.compaction.plan import (
     SUMMARY_OPEN,
     build_merge_request,
     build_summary_request,

@@ -175,12 +175,15 @@ async def test_host_input_run_neither_reads_nor_writes_the_transcript(make_agent
     assert info.value.field == "host_input"
 
 
-async def test_a_decision_for_an_unknown_request_names_it(make_agent) -> None:
-    """I2/PL4: a resume payload for a request that is not paused here is refused, naming it."""
+@pytest.mark.parametrize("session", [None, {}], ids=["plain", "session"])
+async def test_a_decision_for_an_unknown_request_names_it(make_agent, session) -> None:
+    """I2/PL4/S6: a resume payload for a request that is not paused here is refused, naming it,
+    and nothing is written — the same answer with or without a session (one admission path)."""
     from agentcore import AgentInput, PlanResume
 
-    agent = await make_agent()
+    agent = await make_agent(session=session)
     decision = AgentInput(request_id="nosuch", plan_resume=PlanResume(approval_id="a", approved=True))
     with pytest.raises(InputValidationError) as info:
         await collect(agent, decision)
     assert info.value.field == "request_id" and "no paused request 'nosuch'" in info.value.message
+    assert agent.log.view.last_seq == 0 and "nosuch" not in agent.log.view.receipts

@@ -455,3 +455,40 @@ async def test_cancel_all_ends_the_contexts_tasks(make_agent, fake_server, journ
     tasks = tasks_by_id(last_snapshot(events))
     assert receipts[2]["status"] == "cancelled"
     assert {t["status"] for t in tasks.values()} == {"aborted"} and len(tasks) == 4
+
+
+async def test_a_sleeping_tasks_wake_time_is_published_while_it_sleeps(make_agent, fake_server, journal) -> None:
+    """X1/S3: the snapshot that shows a sleeping task's ``wake_at`` (the countdown a UI shows)
+    is published when the phase starts to sleep, not when something else happens later: a
+    ``session`` event follows every committed change, a task row's included."""
+    sleeping = asyncio.Event()
+
+    async def held_sleep(seconds: float) -> None:  # the phase stays asleep until the runtime closes
+        sleeping.set()
+        await asyncio.Event().wait()
+
+    registry = create_agent_registry()
+    registry.install(app(journal))
+    agent = await make_agent(COMPLETIONS, session={"registry": registry}, sleep=held_sleep)
+    wake_at = int(time.time() * 1000) + 3_600_000
+    started: list[dict[str, Any]] = []
+    published = asyncio.Event()
+
+    async def serve() -> None:
+        async for event in agent.serve():
+            if event.type != "session":
+                continue
+            if not started:
+                started.append(await agent.control(task_command("nap", "app.timer", {"wake_at": wake_at})))
+                continue
+            task = tasks_by_id(event.snapshot).get(started[0]["task_id"])
+            if task is not None and task["detail"].get("wake_at") == wake_at:
+                published.set()
+
+    serving = asyncio.ensure_future(serve())
+    try:
+        await sleeping.wait()  # the wake time is committed: the phase sleeps now
+        await asyncio.wait_for(published.wait(), timeout=10)
+    finally:
+        agent.stop_serving()
+        await serving

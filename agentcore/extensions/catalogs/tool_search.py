@@ -53,12 +53,11 @@ from agentcore.extensions.catalogs.link import (
 from agentcore.harness.storage import Commit, RegisterWrite
 from agentcore.host import call_hook
 from agentcore.messages import TextContent
-from agentcore.session.extension import BaseExtension
+from agentcore.session.extension import BaseExtension, ExtensionHost
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from agentcore.session.contexts import Context
-    from agentcore.session.driver import SessionDriver
 
 TOOL_SEARCH: Final = "tool_search"
 DEFAULT_LIMIT: Final = 8
@@ -134,19 +133,19 @@ def _catalog(item: Any, at: str) -> AgentToolCatalog:
     raise InputValidationError(f"{at} must be an AgentToolCatalog", field=at)
 
 
-def create(driver: SessionDriver, parsed: ToolSearchOptions) -> ToolSearchExtension:
-    return ToolSearchExtension(driver, parsed)
+def create(session: ExtensionHost, parsed: ToolSearchOptions) -> ToolSearchExtension:
+    return ToolSearchExtension(session, parsed)
 
 
 class ToolSearchExtension(BaseExtension):
     """The session side of tool catalogs; see the module docstring."""
 
-    def __init__(self, driver: SessionDriver, options: ToolSearchOptions) -> None:
-        super().__init__(driver)
-        self.view = driver.view
+    def __init__(self, session: ExtensionHost, options: ToolSearchOptions) -> None:
+        super().__init__(session)
+        self.view = session.view
         self.links = {catalog.id: CatalogLink(catalog) for catalog in options.catalogs}
         self._owner = {tool_id: c.id for c in options.catalogs for tool_id in c.tool_ids()}
-        taken = {tool.name for tool in driver.runtime.config.extra_tools}
+        taken = {tool.name for tool in session.parts.config.extra_tools}
         self._conflicts = {tool_id for tool_id in self._owner if tool_id in taken}
         self._search_tools: dict[str, AgentTool] = {}
         self._wrappers: dict[str, AgentTool] = {}

@@ -16,8 +16,7 @@ from agentcore.extensions.codemode.options import WHERE, CodeModeOptions
 from agentcore.extensions.codemode.options import parse_option as _parse_option
 
 if TYPE_CHECKING:
-    from agentcore.session.driver import SessionDriver
-    from agentcore.session.extension import SessionExtension
+    from agentcore.session.extension import ExtensionHost, SessionExtension
 
 
 def parse_option(raw: Any) -> CodeModeOptions:
@@ -31,10 +30,10 @@ def parse_option(raw: Any) -> CodeModeOptions:
     return options
 
 
-def create(driver: SessionDriver, parsed: CodeModeOptions) -> SessionExtension:
+def create(session: ExtensionHost, parsed: CodeModeOptions) -> SessionExtension:
     from agentcore.extensions.codemode.extension import CodeModeExtension
 
-    return CodeModeExtension(driver, parsed)
+    return CodeModeExtension(session, parsed)
 
 
 __all__ = ["CodeModeOptions", "create", "parse_option"]

@@ -15,17 +15,16 @@ from agentcore.extensions.codemode.options import CodeModeOptions
 from agentcore.extensions.codemode.sandbox import sandbox_fingerprint
 from agentcore.extensions.codemode.tool import ScriptRun, codemode_tool
 from agentcore.extensions.codemode.trace import code_mode_executions, code_mode_record
-from agentcore.session.extension import BaseExtension
+from agentcore.session.extension import BaseExtension, ExtensionHost
 from agentcore.tools.base import AgentTool
 
 if TYPE_CHECKING:
     from agentcore.session.contexts import Context
-    from agentcore.session.driver import SessionDriver
 
 
 class CodeModeExtension(BaseExtension):
-    def __init__(self, driver: SessionDriver, options: CodeModeOptions) -> None:
-        super().__init__(driver)
+    def __init__(self, session: ExtensionHost, options: CodeModeOptions) -> None:
+        super().__init__(session)
         self.options = options
         self.running: dict[str, ScriptRun] = {}  # by task id
         self._tool = codemode_tool(options, self.running)
@@ -34,13 +33,13 @@ class CodeModeExtension(BaseExtension):
         return [self._tool]
 
     def records(self) -> dict[str, Any]:
-        driver = self.driver
-        logs = [(c.target_id, driver.view.log(c.conversation_id)) for c in driver.contexts.all()]
+        session = self.session
+        logs = [(c.target_id, session.view.log(c.conversation_id)) for c in session.contexts.all()]
         return {"code_mode": code_mode_record(self.options, sandbox_fingerprint(), logs, set(self.running))}
 
     def tool_details(self, context: Context) -> dict[str, dict[str, Any]]:
         """Each codemode call's execution (script, nested calls, output) on its tool task."""
-        log = self.driver.view.log(context.conversation_id)
+        log = self.session.view.log(context.conversation_id)
         return {
             execution["task_id"]: execution
             for execution in code_mode_executions(context.target_id, log, set(self.running))

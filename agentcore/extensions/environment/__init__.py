@@ -28,45 +28,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from agentcore.errors import InputValidationError, ToolError
+from agentcore.extensions.environment.target import EnvironmentContext, ExecutionTarget, OpenEnvironment
 from agentcore.harness.storage import Commit, RegisterWrite
-from agentcore.session.extension import BaseExtension
+from agentcore.session.extension import BaseExtension, ExtensionHost
 from agentcore.tools.base import ToolContext, ToolResult
 from agentcore.tools.display import clean_text
 from agentcore.tools.environment import ENV_KINDS, AgentExecutionEnv, FileOperation, LocalExecutionEnv
 
 if TYPE_CHECKING:
     from agentcore.extensions.environment.remote import RemoteExecutionEnv
-    from agentcore.session.driver import SessionDriver
 
 REGISTER: Final = "environment"
 FIELD: Final = "session.environment"
 MAX_NAME: Final = 200
 _STATUSES: Final = ("not_connected", "connected", "error", "closed")
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutionTarget:
-    """Where the session's tools should run, as the runtime was configured (paths on the target)."""
-
-    cwd: str
-    allowed_directories: tuple[str, ...]
-    permission_policy: str
-
-
-@dataclass(frozen=True, slots=True)
-class EnvironmentContext:
-    """What ``open`` learns about the session asking for the environment."""
-
-    session_id: str
-    owner_id: str
-
-
-OpenEnvironment = Callable[[ExecutionTarget, EnvironmentContext], Awaitable[AgentExecutionEnv]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,17 +81,17 @@ def parse_option(raw: Any) -> EnvironmentOption:
     return EnvironmentOption(raw["id"], raw["label"], raw["open"])
 
 
-def create(driver: SessionDriver, parsed: EnvironmentOption) -> EnvironmentExtension:
+def create(session: ExtensionHost, parsed: EnvironmentOption) -> EnvironmentExtension:
     """The session's environment; a stored identity other than ``parsed.id`` is refused here,
     before the session runs anything."""
-    stored = driver.view.register(REGISTER)
+    stored = session.view.register(REGISTER)
     if stored is not None and stored.get("id") != parsed.id:
         raise InputValidationError(
             f"{FIELD}.id: this session runs on execution environment {stored.get('id')!r}; it cannot be reopened "
             f"on {parsed.id!r}. Start a new session to use another execution target.",
             field=f"{FIELD}.id",
         )
-    return EnvironmentExtension(driver, parsed)
+    return EnvironmentExtension(session, parsed)
 
 
 class SessionEnvironment:
@@ -227,9 +206,9 @@ def _misfit(opened: Any, declared: str) -> str | None:
 class EnvironmentExtension(BaseExtension):
     """Binds the session's tools to its environment and reports it in ``records``."""
 
-    def __init__(self, driver: SessionDriver, option: EnvironmentOption) -> None:
-        super().__init__(driver)
-        runtime = driver.runtime
+    def __init__(self, session: ExtensionHost, option: EnvironmentOption) -> None:
+        super().__init__(session)
+        runtime = session.parts
         opts = runtime.options
         target = ExecutionTarget(
             cwd=os.fspath(opts.workdir or os.getcwd()),
@@ -246,12 +225,12 @@ class EnvironmentExtension(BaseExtension):
             return
         self._started = True
         option = self.environment.option
-        view = self.driver.view
+        view = self.session.view
         stored = view.register(REGISTER)
         if stored is None or stored.get("label") != option.label:
             write = RegisterWrite(REGISTER, {"id": option.id, "label": option.label}, view.register_seq(REGISTER))
             view.commit(Commit(registers=[write]))
-        self.driver.spawn("environment:open", self.environment.try_connect)
+        self.session.spawn("environment:open", self.environment.try_connect)
 
     def records(self) -> dict[str, Any]:
         env = self.environment

@@ -48,9 +48,10 @@ from agentcore.errors import ToolError
 from agentcore.tools.display import display_name
 
 if TYPE_CHECKING:
-    from agentcore.extensions.environment import EnvironmentContext, ExecutionTarget
     from agentcore.extensions.environment.remote import RemoteExecutionEnv
+    from agentcore.extensions.environment.target import EnvironmentContext, ExecutionTarget
 
+AGENTCORE_DIR: Final = Path(__file__).resolve().parents[2]  # the package the worker imports
 SYSTEM_DIRS: Final = ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/sbin")
 #: With ``network``: what name resolution and TLS need (read-only, where present).
 NETWORK_FILES: Final = (
@@ -180,10 +181,8 @@ class BubblewrapSandbox:
 
     def _runtime_dirs(self, python: str) -> list[Path]:
         """What the worker needs to start: this Python's prefixes and the agentcore package."""
-        import agentcore
-
         candidates = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
-        candidates.add(str(Path(agentcore.__file__).resolve().parent))
+        candidates.add(str(AGENTCORE_DIR))
         candidates.add(str(Path(os.path.realpath(python)).parent))
         dirs: list[Path] = []
         for candidate in sorted(candidates):

@@ -47,10 +47,10 @@ from agentcore.extensions.environment.protocol import (
     scope_from_json,
 )
 from agentcore.tools.base import ToolContext
-from agentcore.tools.bash import DEFAULT_TIMEOUT, MAX_TIMEOUT, run_command
 from agentcore.tools.display import display_name
 from agentcore.tools.guard import PathGuard, PathScope
 from agentcore.tools.lifeline import reap_orphaned_call
+from agentcore.tools.shell import DEFAULT_TIMEOUT, MAX_TIMEOUT, run_command
 
 
 @dataclass(slots=True)

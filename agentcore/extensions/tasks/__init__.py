@@ -27,7 +27,7 @@ from agentcore.extensions.tasks.task_tools import STARTS_TASK
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 
 if TYPE_CHECKING:
-    from agentcore.session.driver import SessionDriver
+    from agentcore.session.extension import ExtensionHost
 
 
 def parse_option(raw: Any) -> AgentRegistry:
@@ -38,8 +38,8 @@ def parse_option(raw: Any) -> AgentRegistry:
     return raw
 
 
-def create(driver: SessionDriver, registry: AgentRegistry) -> TaskScheduler:
-    return TaskScheduler(driver, registry)
+def create(session: ExtensionHost, registry: AgentRegistry) -> TaskScheduler:
+    return TaskScheduler(session, registry)
 
 
 def define_task_tool(

@@ -14,7 +14,8 @@ import asyncio
 import functools
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from agentcore.events import AgentEvent
 from agentcore.extensions.tasks.definitions import AgentHook
@@ -22,15 +23,14 @@ from agentcore.extensions.tasks.registry import AgentRegistry
 from agentcore.harness.storage import TaskRow
 from agentcore.session.contexts import Context
 
-if TYPE_CHECKING:
-    from agentcore.session.driver import SessionDriver
+Spawn = Callable[[str, Callable[[], Awaitable[None]]], object]
 
 log = logging.getLogger("agentcore.tasks.hooks")
 
 
 class HookRunner:
-    def __init__(self, driver: SessionDriver, registry: AgentRegistry) -> None:
-        self.driver = driver
+    def __init__(self, spawn: Spawn, registry: AgentRegistry) -> None:
+        self._spawn = spawn  # async hooks run as session activities
         self.registry = registry
         self.errors = 0
 
@@ -56,7 +56,7 @@ class HookRunner:
                 log.exception("hook for %r failed", hook.event)
                 continue
             if asyncio.iscoroutine(result):
-                self.driver.spawn(f"hook:{uuid.uuid4().hex}", functools.partial(self._await, result))
+                self._spawn(f"hook:{uuid.uuid4().hex}", functools.partial(self._await, result))
 
     async def _await(self, awaitable: Any) -> None:
         try:

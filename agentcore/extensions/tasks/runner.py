@@ -41,17 +41,17 @@ from agentcore.extensions.tasks.phase_state import (
 )
 from agentcore.extensions.tasks.registry import AgentRegistry, RegistrySnapshot
 from agentcore.extensions.tasks.task_tools import bind_task_tool
+from agentcore.harness.projection import StoreView
 from agentcore.harness.storage import Commit, TaskRow
 from agentcore.session.commands import check_strict_json
 from agentcore.session.contexts import Context
-from agentcore.session.extension import BaseExtension
+from agentcore.session.extension import BaseExtension, ExtensionHost
+from agentcore.session.receipts import command_receipt, record_command
 from agentcore.tools.base import AgentTool
 from agentcore.tools.display import clean_text
 
 if TYPE_CHECKING:
     from agentcore.session.commands import TaskCommand
-    from agentcore.session.control import ControlHandlers
-    from agentcore.session.driver import SessionDriver
 
 log = logging.getLogger("agentcore.tasks")
 
@@ -162,14 +162,14 @@ class _Running:
 class TaskScheduler(BaseExtension):
     """The ``registry`` session extension: runs, wakes, blocks and cancels durable tasks."""
 
-    def __init__(self, driver: SessionDriver, registry: AgentRegistry) -> None:
-        super().__init__(driver)
+    def __init__(self, session: ExtensionHost, registry: AgentRegistry) -> None:
+        super().__init__(session)
         self.registry = registry
         self._running: dict[str, _Running] = {}
         self._cancelling: set[str] = set()
         self._terminal_waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._resumed: dict[str, dict[str, Any]] = {}  # task id -> its resume event, for the next write
-        self.hooks = HookRunner(driver, registry)
+        self.hooks = HookRunner(session.spawn, registry)
         self._unsubscribe = registry.subscribe(lambda _snapshot: self._on_publish())
 
     # --- SessionExtension -----------------------------------------------------------------
@@ -201,7 +201,7 @@ class TaskScheduler(BaseExtension):
         self.hooks.event(event, context)
 
     def ensure_activities(self) -> None:
-        for row in list(self.driver.view.tasks.values()):
+        for row in list(self.session.view.tasks.values()):
             payload = row.payload
             if payload.get("kind") != "task" or payload.get("status") in TERMINAL:
                 continue
@@ -222,7 +222,7 @@ class TaskScheduler(BaseExtension):
     def _cancel_top_level(self, context: Context, reason: str, *, background: bool | None) -> list[str]:
         ids = [
             row.task_id
-            for row in self.driver.view.tasks.values()
+            for row in self.session.view.tasks.values()
             if row.payload.get("kind") == "task"
             and row.payload.get("status") not in TERMINAL
             and row.payload.get("parent_id") is None
@@ -234,7 +234,7 @@ class TaskScheduler(BaseExtension):
         return ids
 
     def cancel_task(self, context: Context, task_id: str, owned_targets: set[int]) -> list[str] | None:
-        row = self.driver.view.tasks.get(task_id)
+        row = self.session.view.tasks.get(task_id)
         if row is None or row.payload.get("kind") != "task":
             return None
         if int(row.payload.get("target_id", 0)) not in owned_targets:
@@ -244,9 +244,7 @@ class TaskScheduler(BaseExtension):
         self.request_cancel(task_id, "cancelled by the host")
         return [task_id]
 
-    def start_task(
-        self, command: TaskCommand, context: Context, digest: str, control: ControlHandlers
-    ) -> dict[str, Any] | None:
+    def start_task(self, command: TaskCommand, context: Context, digest: str) -> dict[str, Any] | None:
         definition = self.registry.snapshot.task(command.name)
         if definition is None:
             return None
@@ -259,9 +257,9 @@ class TaskScheduler(BaseExtension):
             background=command.background,
             request_id=command.request_id,
         )
-        log_ = self.driver.view.log(context.conversation_id)
-        receipt = control._receipt(command, "started", task_id=row.task_id, name=command.name)
-        recorded = control._record(log_, command, digest, receipt, Commit(tasks=[row]))
+        log_ = self.session.view.log(context.conversation_id)
+        receipt = command_receipt(command, "started", task_id=row.task_id, name=command.name)
+        recorded = record_command(log_, command, digest, receipt, Commit(tasks=[row]))
         self.notify(row.task_id)
         return recorded
 
@@ -272,6 +270,14 @@ class TaskScheduler(BaseExtension):
         self._running.clear()
 
     # --- rows ---------------------------------------------------------------------------
+
+    @property
+    def view(self) -> StoreView:
+        return self.session.view
+
+    def definition(self, name: str) -> AgentTaskDefinition | None:
+        """The installed definition of ``name`` now (the registry's current snapshot)."""
+        return self.registry.snapshot.task(name)
 
     def new_row(
         self,
@@ -322,31 +328,31 @@ class TaskScheduler(BaseExtension):
             "error": None,
             "blocked_reason": None,
             "stopping": False,
-            "owner": self.driver.view.owner_id,
+            "owner": self.session.view.owner_id,
         }
         payload = with_history({}, payload, stamp)
         return TaskRow(f"task-{uuid.uuid4().hex[:16]}", conversation_id, payload)
 
     def now_ms(self) -> int:
         """The store view's wall clock: the task's times and its sleeps' wake times use it."""
-        return self.driver.view.clock()
+        return self.session.view.clock()
 
     def _write(self, row: TaskRow, extra: list[TaskRow] | None = None, **changes: Any) -> TaskRow:
         """Commit ``changes`` to ``row`` (and ``extra`` rows) in one transaction; the row's
         ``history`` gains the write's event (``history.with_history``)."""
         at = self.now_ms()
-        after = {**row.payload, **changes, "updated_ms": at, "owner": self.driver.view.owner_id}
+        after = {**row.payload, **changes, "updated_ms": at, "owner": self.session.view.owner_id}
         payload = with_history(row.payload, after, at, resumed=self._resumed.pop(row.task_id, None))
         updated = TaskRow(row.task_id, row.conversation_id, payload)
-        self.driver.view.log(row.conversation_id).commit(Commit(tasks=[updated, *(extra or [])]))
+        self.session.view.log(row.conversation_id).commit(Commit(tasks=[updated, *(extra or [])]))
         self._emit_task(updated)
         return updated
 
     def row(self, task_id: str) -> TaskRow:
-        return self.driver.view.tasks[task_id]
+        return self.session.view.tasks[task_id]
 
     def _handle(self, row: TaskRow) -> TaskHandle:
-        tasks = self.driver.view.tasks
+        tasks = self.session.view.tasks
         children = []
         for child_id in row.payload.get("children") or []:
             child = tasks.get(child_id)
@@ -369,11 +375,11 @@ class TaskScheduler(BaseExtension):
     # --- scheduling -----------------------------------------------------------------------
 
     def _on_publish(self) -> None:
-        self.driver.wake()  # a blocked task may be runnable now
+        self.session.wake()  # a blocked task may be runnable now
 
     def notify(self, task_id: str) -> None:
         self.ensure_activities()
-        self.driver.wake()
+        self.session.wake()
 
     def _definition_for(self, row: TaskRow) -> AgentTaskDefinition | str:
         """The definition the next phase uses, or why there is none (the ``blocked`` reason)."""
@@ -391,7 +397,7 @@ class TaskScheduler(BaseExtension):
         return definition
 
     def _schedule(self, row: TaskRow) -> None:
-        owner = self.driver.view.owner_id
+        owner = self.session.view.owner_id
         if row.payload.get("owner") != owner and row.task_id not in self._resumed:
             # Another owner ran it last (a restart, a failover): its next write records the resume.
             self._resumed[row.task_id] = {"at_ms": self.now_ms(), "event": "resumed", "owner_id": owner}
@@ -404,13 +410,13 @@ class TaskScheduler(BaseExtension):
             row = self._write(row, status="running", blocked_reason=None, version=definition.version)
         context = PhaseContext(row.task_id, str(row.payload["phase"]))
         key = f"task:{row.task_id}:{uuid.uuid4().hex[:8]}"
-        task = self.driver.spawn(key, lambda: self._run_phase(row.task_id, definition, context))
+        task = self.session.spawn(key, lambda: self._run_phase(row.task_id, definition, context))
         if task is not None:
             self._running[row.task_id] = _Running(task, context)
 
     def _maybe_wake(self, row: TaskRow) -> None:
         """``waiting`` with ``all_settled``: wake exactly once, when every child is terminal."""
-        tasks = self.driver.view.tasks
+        tasks = self.session.view.tasks
         waiting = row.payload.get("waiting_on") or []
         if all((tasks.get(child) is None) or tasks[child].payload.get("status") in TERMINAL for child in waiting):
             phase = row.payload.get("resume_phase") or row.payload.get("phase")
@@ -440,7 +446,7 @@ class TaskScheduler(BaseExtension):
             running = self._running.get(task_id)
             if running is not None and running.context is context:
                 del self._running[task_id]
-            self.driver.wake()
+            self.session.wake()
 
     def _finish(self, task_id: str, status: str, *, result: Any = None, error: str | None = None) -> None:
         """End the task for the scheduler's own reason. ``error`` may quote an exception of the
@@ -480,9 +486,9 @@ class TaskScheduler(BaseExtension):
         if row.payload.get("wake_at") != wake_at:
             self._write(row, wake_at=wake_at)  # shown in the Trace; the phase re-asks after a crash
         while (remaining := wake_at - self.now_ms()) > 0:
-            if await abortable_sleep(remaining / 1000, context.abort, self.driver.runtime.sleep):
+            if await abortable_sleep(remaining / 1000, context.abort, self.session.parts.sleep):
                 raise TaskCancelled(f"task {task_id} was cancelled while sleeping")
-            if self.driver.runtime.sleep is not asyncio.sleep:
+            if self.session.parts.sleep is not asyncio.sleep:
                 break  # an injected sleep (tests) does not pass real time: trust it
 
     # --- cancellation ---------------------------------------------------------------------------
@@ -500,18 +506,18 @@ class TaskScheduler(BaseExtension):
         if task_id in self._cancelling:
             return
         self._cancelling.add(task_id)
-        self.driver.spawn(f"cancel:{task_id}", lambda: self._cancel_flow(task_id))
+        self.session.spawn(f"cancel:{task_id}", lambda: self._cancel_flow(task_id))
 
     async def _cancel_flow(self, task_id: str) -> None:
         """Owned children first (each with its own cleanup), then this task's ``abort``."""
         try:
             row = self.row(task_id)
             for child_id in row.payload.get("children") or []:
-                child = self.driver.view.tasks.get(child_id)
+                child = self.session.view.tasks.get(child_id)
                 if child is not None and child.payload.get("status") not in TERMINAL:
                     self.request_cancel(child_id, "its parent task was cancelled")
             for child_id in row.payload.get("children") or []:
-                if child_id in self.driver.view.tasks:
+                if child_id in self.session.view.tasks:
                     await self.wait_terminal(child_id)
             running = self._running.get(task_id)
             if running is not None:
@@ -547,7 +553,7 @@ class TaskScheduler(BaseExtension):
             for waiter in self._terminal_waiters.pop(row.task_id, []):
                 if not waiter.done():
                     waiter.set_result(None)
-        context = self.driver.contexts.by_conversation(row.conversation_id)
+        context = self.session.contexts.by_conversation(row.conversation_id)
         self.hooks.task_changed(row, context)
 
     async def wait_terminal(self, task_id: str, abort: asyncio.Event | None = None) -> None:

@@ -7,20 +7,48 @@ call replayed after a crash finds the task it started instead of starting a seco
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from agentcore.extensions.tasks.definitions import AgentTaskDefinition
+from agentcore.harness.projection import StoreView
 from agentcore.harness.storage import Commit, TaskRow
 from agentcore.session.contexts import Context
 from agentcore.tools.base import AgentTool, ToolContext, ToolResult
 
-if TYPE_CHECKING:
-    from agentcore.extensions.tasks.runner import TaskScheduler
-
 STARTS_TASK = "starts_task"
 
 
-def bind_task_tool(scheduler: TaskScheduler, tool: AgentTool, context: Context) -> AgentTool:
+class TaskStarter(Protocol):
+    """What a task-starting tool needs of the scheduler: the store, the installed definitions,
+    making a checked row, announcing it, and waiting for a task's end."""
+
+    @property
+    def view(self) -> StoreView: ...
+
+    def definition(self, name: str) -> AgentTaskDefinition | None: ...
+
+    def new_row(
+        self,
+        definition: AgentTaskDefinition,
+        input: Any,
+        *,
+        conversation_id: str,
+        target_id: int,
+        parent_id: str | None,
+        background: bool,
+        request_id: str | None,
+    ) -> TaskRow: ...
+
+    def notify(self, task_id: str) -> None: ...
+
+    def row(self, task_id: str) -> TaskRow: ...
+
+    async def wait_terminal(self, task_id: str, abort: asyncio.Event | None = None) -> None: ...
+
+
+def bind_task_tool(scheduler: TaskStarter, tool: AgentTool, context: Context) -> AgentTool:
     """``tool`` as the model of ``context`` gets it: a task-starting tool is bound to the
     scheduler and the context; any other extension tool is returned as it is."""
     spec = tool.metadata.get(STARTS_TASK)
@@ -41,12 +69,12 @@ def bind_task_tool(scheduler: TaskScheduler, tool: AgentTool, context: Context) 
 
 
 async def _start(
-    scheduler: TaskScheduler, spec: dict[str, Any], context: Context, arguments: dict[str, Any], ctx: ToolContext
+    scheduler: TaskStarter, spec: dict[str, Any], context: Context, arguments: dict[str, Any], ctx: ToolContext
 ) -> ToolResult:
-    view = scheduler.driver.view
+    view = scheduler.view
     task_id = f"task-{uuid.uuid5(uuid.NAMESPACE_URL, ctx.tool_call_id).hex[:16]}"
     if task_id not in view.tasks:
-        definition = scheduler.registry.snapshot.task(spec["task"])
+        definition = scheduler.definition(spec["task"])
         if definition is None:
             return ToolResult.text(f"Task {spec['task']!r} is not installed.", is_error=True)
         make_input = spec.get("input")

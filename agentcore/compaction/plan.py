@@ -3,7 +3,7 @@
 Pure logic apart from I/O (STYLE): everything here is a function of the transcript and
 the settings, so the interesting rules — where the cut goes, that tool call/result pairs
 stay together, that every summary request fits the window — are property-tested without a
-model. The engine runs the plan (model calls, events, store writes).
+model. ``summary`` runs the plan (the model calls); ``step`` and ``background`` write its outcome.
 
 The cut (C4): walk back from the newest message until ``keep_recent_tokens`` are covered;
 that recent window is kept verbatim. The cut is aligned to the start of a user turn inside

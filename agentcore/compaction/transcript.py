@@ -13,11 +13,12 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentcore.context.compaction import plan_compaction, should_compact, summary_message
+from agentcore.compaction.plan import plan_compaction, should_compact, summary_message
+from agentcore.compaction.settings import CompactionSettings
+from agentcore.compaction.summary import summarize, summary_max_tokens
 from agentcore.context.estimate import estimate_agent_context_tokens
-from agentcore.engine.compaction import CompactionSettings, summarize, summary_max_tokens
-from agentcore.engine.usage import AttemptTiming, usage_payload
 from agentcore.errors import MODEL_ERROR, AgentError, ExecutionAborted
+from agentcore.harness.usage import AttemptTiming, usage_payload
 from agentcore.messages import AssistantMessage, Message, message_to_dict, parse_messages
 from agentcore.models import resolve_model
 from agentcore.models.attributes import ResolvedModel, parse_model_attributes

@@ -1,7 +1,7 @@
 """Running a compaction plan: the model calls that write the summary (SPEC C3–C5).
 
-The plan (what to summarize, chunking, oversize detection) is pure and lives in
-``agentcore.context.compaction``; this module only performs the summary requests. Summary
+The plan (what to summarize, chunking, oversize detection) is pure and lives in ``plan``;
+this module only performs the summary requests. Summary
 requests never carry tools or web search, reserve output space, and every attempt —
 failed and cancelled ones included — is handed to ``on_attempt`` so its usage is recorded.
 """
@@ -11,50 +11,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agentcore.clock import WallClock, system_clock
-from agentcore.context.compaction import CompactionPlan, build_merge_request, build_summary_request
-from agentcore.engine.usage import AttemptTiming
-from agentcore.errors import InputValidationError
+from agentcore.compaction.plan import CompactionPlan, build_merge_request, build_summary_request
+from agentcore.harness.usage import AttemptTiming
 from agentcore.messages import AssistantMessage, Message, user_text
 from agentcore.models.attributes import ResolvedModel
 from agentcore.providers.base import Provider, ProviderFailure, ProviderRequest, StreamEnd, TextDelta, ThinkingDelta
-
-MANUAL_COMMANDS = ("/compact", "/summarize")
-
-
-@dataclass(slots=True, frozen=True)
-class CompactionSettings:
-    """``session.compaction`` (C5). Defaults scale with the window so small models work too."""
-
-    enabled: bool = True
-    reserve_tokens: int | None = None
-    keep_recent_tokens: int | None = None
-    background_tokens: int | None = None
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any] | None) -> CompactionSettings:
-        if raw is None:
-            return cls()
-        if not isinstance(raw, dict):
-            raise InputValidationError("session.compaction must be an object", field="session.compaction")
-        known = {"enabled", "reserve_tokens", "keep_recent_tokens", "background_tokens"}
-        for key, value in raw.items():
-            field = f"session.compaction.{key}"
-            if key not in known:
-                raise InputValidationError(f"{field}: unknown option", field=field)
-            if key == "enabled" and not isinstance(value, bool):
-                raise InputValidationError(f"{field} must be true or false", field=field)
-            if key != "enabled" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise InputValidationError(f"{field} must be a non-negative integer", field=field)
-        return cls(**raw)
-
-    def reserve(self, window: int) -> int:
-        return self.reserve_tokens if self.reserve_tokens is not None else min(16_384, window // 8)
-
-    def keep_recent(self, window: int) -> int:
-        return self.keep_recent_tokens if self.keep_recent_tokens is not None else min(20_000, window // 4)
 
 
 def summary_max_tokens(model: ResolvedModel, window: int) -> int:
@@ -140,10 +103,6 @@ async def summarize(
             return outcome
         summaries = [outcome.text]
     return SummaryOutcome(summaries[0] if summaries else "")
-
-
-def is_manual_command(prompt: str) -> bool:
-    return prompt.strip() in MANUAL_COMMANDS
 
 
 def first_kept_entry(entry_ids: Sequence[str], messages: Sequence[Message], cut_index: int) -> str | None:
