@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from studio import views
+from studio import trace_views, views
 
 app_patterns = (
     [
@@ -27,6 +27,15 @@ app_patterns = (
         path("sessions/<uuid:session_id>/tasks/", views.session_tasks, name="session_tasks"),
         path(
             "sessions/<uuid:session_id>/contexts/<int:target_id>/", views.session_context, name="session_context"
+        ),
+        path("sessions/<uuid:session_id>/timeline/", trace_views.session_timeline, name="session_timeline"),
+        path(
+            "sessions/<uuid:session_id>/timeline/span/",
+            trace_views.session_timeline_span,
+            name="session_timeline_span",
+        ),
+        path(
+            "sessions/<uuid:session_id>/download/<str:name>", trace_views.session_download, name="session_download"
         ),
     ],
     "studio",
