@@ -65,6 +65,19 @@ def local_time_html(value: Any, *, style: str = "datetime") -> str:
     )
 
 
+def relative_time_html(value: Any, text: str) -> str:
+    """``text`` ("5 minutes ago") for an instant, with its local and UTC times in the tooltip."""
+    when = instant(value)
+    if when is None:
+        return escape(text)
+    ms = int(when.timestamp() * 1000)
+    utc = utc_text(when)
+    return (
+        f'<time class="local-time" datetime="{when.isoformat(timespec="seconds")}" data-local-time="{ms}" '
+        f'data-style="relative" title="{utc}">{escape(text)}</time>'
+    )
+
+
 def short_id_html(value: Any) -> str:
     """A long id shortened, with the full id on hover (and for screen readers)."""
     full = str(value or "")

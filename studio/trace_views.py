@@ -89,7 +89,7 @@ async def session_download(request: HttpRequest, session_id: Any, name: str) -> 
         raise Http404("No such download.")
     headers = {"Content-Disposition": f'attachment; filename="{_download_name(session, name)}"'}
     if name == "store.sqlite":
-        return await _store_download(session, headers)
+        return await _store_download(session, _download_name(session, name))
     turn = request.GET.get("turn") or None
     redactor = await sync_to_async(studio_redactor)()
     try:
@@ -102,7 +102,7 @@ async def session_download(request: HttpRequest, session_id: Any, name: str) -> 
     return HttpResponse(body, content_type=DOWNLOADS[name], headers=headers)
 
 
-async def _store_download(session: StudioSession, headers: dict[str, str]) -> HttpResponse:
+async def _store_download(session: StudioSession, filename: str) -> HttpResponse:
     """The owner (the session host) copies the store with SQLite's backup API; the copy is sent
     and deleted. A store that a turn is writing to is refused (409), as the admin's export."""
     exports = Path(settings.STUDIO_DATA_DIR) / "exports"
@@ -117,7 +117,7 @@ async def _store_download(session: StudioSession, headers: dict[str, str]) -> Ht
         return HttpResponse(escape(exc.message), status=status)
     handle = await asyncio.to_thread(_open_and_forget, destination)
     _remove(folder)
-    return FileResponse(handle, content_type=DOWNLOADS["store.sqlite"], headers=headers)
+    return FileResponse(handle, content_type=DOWNLOADS["store.sqlite"], as_attachment=True, filename=filename)
 
 
 def _open_and_forget(path: Path) -> Any:

@@ -4,11 +4,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from studio import trace_views, views
+from studio import list_views, trace_views, usage_views, views
 
 app_patterns = (
     [
-        path("", views.session_list, name="session_list"),
+        path("", list_views.session_list_page, name="session_list"),
+        path("usage/", usage_views.usage_page, name="usage"),
+        path("sessions/<uuid:session_id>/rename/", list_views.session_rename, name="session_rename"),
+        path("sessions/<uuid:session_id>/archive/", list_views.session_archive, name="session_archive"),
+        path("sessions/<uuid:session_id>/delete/", list_views.session_delete, name="session_delete"),
         path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
         path("logout/", auth_views.LogoutView.as_view(), name="logout"),
         path("sessions/new/", views.session_create, name="session_create"),

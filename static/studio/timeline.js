@@ -211,7 +211,8 @@
   function localTimes(root) {
     (root || document).querySelectorAll("time[data-local-time]:not([data-shown])").forEach(function (el) {
       var when = new Date(Number(el.dataset.localTime)), style = el.dataset.style || "datetime";
-      el.textContent = style === "time" ? when.toLocaleTimeString() :
+      if (style === "relative") el.title = when.toLocaleString() + " (" + el.title + ")";
+      else el.textContent = style === "time" ? when.toLocaleTimeString() :
         style === "date" ? when.toLocaleDateString() : when.toLocaleString();
       el.dataset.shown = "1";
     });

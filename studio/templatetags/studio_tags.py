@@ -180,6 +180,16 @@ def local_time(value: Any, style: str = "datetime") -> str:
 
 
 @register.simple_tag
+def ago_time(value: Any) -> str:
+    """"5 minutes ago", with the local and UTC times on hover."""
+    from django.utils.safestring import mark_safe
+
+    from studio.timefmt import relative_time_html
+
+    return mark_safe(relative_time_html(value, ago(value)))
+
+
+@register.simple_tag
 def short_id(value: Any) -> str:
     """A long id (a task's, a request's) shortened, with the full id on hover."""
     from django.utils.safestring import mark_safe

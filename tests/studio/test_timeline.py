@@ -208,3 +208,46 @@ async def test_timeline_and_download_urls_need_login_and_answer_404_for_someone_
         mine = await sync_to_async(client.get)(url.replace(str(session.pk), "00000000-0000-0000-0000-000000000000"))
         theirs = await sync_to_async(client.get)(url)
         assert theirs.status_code == mine.status_code == 404, url
+
+
+async def test_downloads_are_the_documented_trace_json_otlp_json_and_a_consistent_store_copy(
+    user: Any, make_session: Any, gated_host: Any, logged_in: Client, tmp_path: Path
+) -> None:
+    """W11: trace.json validates against the shipped JSON Schema, trace.otlp.json is one OTLP
+    ExportTraceServiceRequest with the turn's spans, store.sqlite is an agent store holding the
+    session (and no API key); while a turn writes, the store download is refused (409)."""
+    import json
+    import sqlite3
+
+    import jsonschema
+
+    from agentcore.trace.export_json import shipped_schema
+
+    host, gate, _server = gated_host
+    session = await sync_to_async(make_session)(user)
+    sid = str(session.pk)
+    await host.prompt(sid, prompt="what files are here?", agent="build")
+    await host.wait_idle(sid)
+    document = json.loads((await sync_to_async(logged_in.get)(f"/sessions/{sid}/download/trace.json")).content)
+    jsonschema.validate(document, shipped_schema())
+    assert document["scope"] == {"request_id": None, "conversation_id": "main"}
+    assert {s["kind"] for s in document["spans"]} >= {"turn", "model", "tool"}
+    otlp = json.loads((await sync_to_async(logged_in.get)(f"/sessions/{sid}/download/trace.otlp.json")).content)
+    names = [s["name"] for s in otlp["resourceSpans"][0]["scopeSpans"][0]["spans"]]
+    assert "invoke_agent agentcore" in names and any(n.startswith("execute_tool") for n in names)
+    response = await sync_to_async(logged_in.get)(f"/sessions/{sid}/download/store.sqlite")
+    assert response.status_code == 200
+    assert response.headers["Content-Disposition"] == f'attachment; filename="session-{sid[:8]}.sqlite"'
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(b"".join(response.streaming_content))  # type: ignore[attr-defined]
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        texts = " ".join(p for (p,) in conn.execute("SELECT payload FROM entries"))
+    assert "what files are here?" in texts
+    assert not list((Path(session.store_path).parent.parent / "exports").glob("download-*")), "the copy was removed"
+    await host.prompt(sid, prompt="HOLD while downloading", agent="build")
+    await gate.entered.wait()
+    busy = await sync_to_async(logged_in.get)(f"/sessions/{sid}/download/store.sqlite")
+    assert busy.status_code == 409 and b"writing" in busy.content
+    gate.release()
+    await host.wait_idle(sid)
