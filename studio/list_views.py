@@ -58,7 +58,7 @@ def _back(request: HttpRequest) -> HttpResponseRedirect:
 @require_POST
 def session_rename(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = selectors.session_for_user(request.user, session_id)
-    title = (request.POST.get("title") or "").strip()
+    title = (request.POST.get("new_title") or "").strip()
     if not title:
         messages.error(request, "A title cannot be empty.")
     else:

@@ -217,12 +217,18 @@
       el.dataset.shown = "1";
     });
   }
-  window.studioLocalTimes = localTimes;
+  // Times the Trace tabs render in UTC (wake times, a script's start): the UTC time on hover.
+  function utcTitles(root) {
+    (root || document).querySelectorAll("time[data-ms]:not([title])").forEach(function (el) {
+      el.title = new Date(Number(el.dataset.ms)).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+    });
+  }
 
   // --- live pushes ----------------------------------------------------------------------------
   var resyncMark = null;
   document.addEventListener("htmx:wsAfterMessage", function () {
     localTimes();
+    utcTitles();
     var mark = $("#timeline-resync");
     if (mark && resyncMark && mark !== resyncMark && loaded()) load();  // a full re-render: catch up
     resyncMark = mark;
@@ -236,5 +242,6 @@
   document.addEventListener("DOMContentLoaded", function () {
     resyncMark = $("#timeline-resync");
     localTimes();
+    utcTitles();
   });
 })();

@@ -101,7 +101,7 @@ def test_rename_archive_and_delete_with_its_forks_and_store(
     store = Path(session.store_path)
     store.write_bytes(b"")  # the store file and its write-ahead log
     Path(f"{store}-wal").write_bytes(b"")
-    assert logged_in.post(f"/sessions/{session.pk}/rename/", {"title": "Renamed"}).status_code == 302
+    assert logged_in.post(f"/sessions/{session.pk}/rename/", {"new_title": "Renamed"}).status_code == 302
     assert "Renamed" in _titles(logged_in.get("/").content.decode())
     logged_in.post(f"/sessions/{session.pk}/archive/", {"archived": "1"})
     assert _titles(logged_in.get("/").content.decode()) == []
@@ -111,7 +111,7 @@ def test_rename_archive_and_delete_with_its_forks_and_store(
     mallory = Client()
     mallory.force_login(other_user)
     for url, data in (
-        (f"/sessions/{session.pk}/rename/", {"title": "x"}),
+        (f"/sessions/{session.pk}/rename/", {"new_title": "x"}),
         (f"/sessions/{session.pk}/archive/", {"archived": "1"}),
         (f"/sessions/{session.pk}/delete/", {"confirm": str(session.pk)}),
     ):
