@@ -10,6 +10,7 @@ takes for the docs show a clean, realistic project.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import tempfile
@@ -150,11 +151,12 @@ async def test_the_operator_views(operator_server: Studio, browser: Any) -> None
     await page.click("#downloads-menu summary")
     async with page.expect_download() as info:
         await page.click("#downloads-menu a[href$='trace.json']")
-    document = json.loads(Path(await (await info.value).path()).read_text())
+    document = json.loads(await asyncio.to_thread(Path(await (await info.value).path()).read_text))
     assert document["schema"] == "agentcore.trace" and len(document["spans"]) == len(live)
     async with page.expect_download() as info:
         await page.click("#downloads-menu a[href$='store.sqlite']")
-    assert Path(await (await info.value).path()).read_bytes()[:16] == b"SQLite format 3\x00"
+    head = (await asyncio.to_thread(Path(await (await info.value).path()).read_bytes))[:16]
+    assert head == b"SQLite format 3\x00"
 
     # 4. Waiting for you: the title, the favicon and (turned on) a notification.
     await page.click("#notify-toggle")
