@@ -22,7 +22,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _titles(html: str) -> list[str]:
-    found = re.findall(r'<a href="/sessions/[0-9a-f-]+/">([^<]*)</a>|<span title="Only its owner opens it">([^<]*)<', html)
+    own = r'<a href="/sessions/[0-9a-f-]+/">([^<]*)</a>'
+    found = re.findall(own + r'|<span title="Only its owner opens it">([^<]*)<', html)
     return [own or other for own, other in found]
 
 
