@@ -23,11 +23,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing it
     sys.path.insert(0, str(ROOT))
 
-
-def timings_ms(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return min(times), statistics.median(times)
+from bench.trace_build import timings_ms  # noqa: E402
 
 
 def timeline_bench(rounds: int, repeat: int) -> list[tuple[str, tuple[float, float]]]:

@@ -31,6 +31,7 @@ from tests.e2e.conftest import (
     serve_studio,
     wait_settled,
 )
+from tests.e2e.test_tour import ask, start
 
 pytestmark = pytest.mark.e2e
 
@@ -65,23 +66,6 @@ def operator_server() -> Iterator[Studio]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-async def start(page: Any, studio: Studio, *, title: str, mode: str = "build") -> str:
-    await page.goto(studio.url("/"))
-    await page.select_option("select[name=registered_model]", label="Offline demo model")
-    await page.fill("input[name=workdir]", str(studio.workspace))
-    await page.fill("input[name=title]", title)
-    await page.check(f"input[name=mode][value={mode}]", force=True)
-    await page.click("#new-session-form button[type=submit]")
-    await page.wait_for_url("**/sessions/*/")
-    await page.wait_for_selector("#conn-state.on")
-    return str(page.url)
-
-
-async def ask(page: Any, text: str) -> None:
-    await page.fill("#prompt", text)
-    await page.press("#prompt", "Enter")
-
-
 async def open_timeline(page: Any) -> None:
     await page.click(".tab[data-tab=timeline]")
     await page.wait_for_selector("#tab-timeline[data-loaded='1'] .tl-row")
@@ -106,7 +90,7 @@ async def test_the_operator_views(operator_server: Studio, browser: Any) -> None
     await page.add_init_script(NOTIFICATIONS)
 
     # 1. A turn with tool calls, then one held in a tool call: the Timeline while it runs.
-    url = await start(page, studio, title="How does app.py work?")
+    url = await start(page, studio, mode="build", title="How does app.py work?")
     await ask(page, "Explain how src/app.py works, with a short usage example.")
     await wait_settled(page)
     token = uuid.uuid4().hex[:10]
@@ -161,7 +145,7 @@ async def test_the_operator_views(operator_server: Studio, browser: Any) -> None
     # 4. Waiting for you: the title, the favicon and (turned on) a notification.
     await page.click("#notify-toggle")
     await page.wait_for_selector("#notify-toggle[aria-pressed=true]")
-    review_url = await start(page, studio, title="Due-date reminders", mode="plan")
+    review_url = await start(page, studio, mode="plan", title="Due-date reminders")
     await ask(page, "Plan e-mail reminders for todos that are due tomorrow")
     await page.wait_for_selector("#pending .review .checklist li")
     await page.wait_for_function("() => document.title.startsWith('⏸ Waiting for you · ')")
@@ -193,7 +177,7 @@ async def test_the_operator_views(operator_server: Studio, browser: Any) -> None
     await screenshot(listing, "sessions-operator")
 
     # 6. Delete a session after the confirmation.
-    await start(page, studio, title="Scratch")
+    await start(page, studio, mode="build", title="Scratch")
     await listing.goto(studio.url("/"))
     row = listing.locator(".session-row:has-text('Scratch')")
     await row.locator("details.menu summary").click()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +19,9 @@ from channels.layers import get_channel_layer
 from django.test import Client
 
 from studio.host.session_host import SessionHost, set_session_host
-from tests.e2e import extras_model
 from tests.studio.oob import apply, parse
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-async def code_host(settings: Any, studio_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
-    settings.STUDIO_CODE_MODE = '{"timeout_ms": 60000}'
-    monkeypatch.setenv("STUDIO_DATA_DIR", str(studio_data_dir))  # the hold tool's gate files
-    host = SessionHost(runtime_factory=extras_model.open_runtime, flush_interval=0.01)
-    set_session_host(host)
-    yield host
-    await host.close()
-    set_session_host(None)
 
 
 def rows(html: str) -> list[dict[str, str]]:
