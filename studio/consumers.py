@@ -135,3 +135,45 @@ def _host_error_banner(message: str) -> str:
 
     notice = f'<div class="form-error">{escape(message)}</div>' if message else ""
     return f'<div id="composer-error" hx-swap-oob="true" class="composer-error" role="status">{notice}</div>'
+
+
+class SessionListConsumer(AsyncWebsocketConsumer):
+    """The sessions list's live status pills (``studio.host.status_feed``): one socket per list
+    page on its person's group (staff also on the staff group). Only listens."""
+
+    groups_joined: tuple[str, ...] = ()
+
+    async def connect(self) -> None:
+        from studio.host.status_feed import STAFF_GROUP, user_group
+
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.groups_joined = (user_group(user.pk),) + ((STAFF_GROUP,) if user.is_staff else ())
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        for group in self.groups_joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        return None
+
+    async def sessions_status(self, message: dict[str, Any]) -> None:
+        """New statuses: each row's pill, out of band (a row not on the page is ignored)."""
+        from django.template.loader import render_to_string
+
+        from studio.models import SessionStatus
+
+        labels = dict(SessionStatus.choices)
+        html = "".join(
+            render_to_string(
+                "studio/_list_pill.html",
+                {"session_id": session_id, "status": status, "label": labels.get(status, status), "oob": True},
+            )
+            for session_id, status in message["statuses"].items()
+        )
+        await self.send(text_data=html)

@@ -217,10 +217,18 @@ class StudioSession(models.Model):
     # The store's usage ledger is copied up to this row (its append-only ``pos``): opening a big
     # store reconciles only what is new. Reset to 0 when the store file is replaced (import).
     ledger_pos = models.BigIntegerField(default=0)
+    # Hidden from the sessions list unless asked for (the store and the page stay).
+    archived = models.BooleanField(default=False)
 
     class Meta:
         ordering = ("-last_activity",)
-        indexes = (models.Index(fields=["owner", "-last_activity"]),)
+        indexes = (
+            models.Index(fields=["owner", "-last_activity"]),
+            # The operator's list: a person's visible sessions by activity, status or cost.
+            models.Index(fields=["owner", "archived", "-last_activity"], name="studio_sess_list_activity"),
+            models.Index(fields=["owner", "archived", "status"], name="studio_sess_list_status"),
+            models.Index(fields=["owner", "archived", "-cost"], name="studio_sess_list_cost"),
+        )
         constraints = (
             models.UniqueConstraint(fields=["root", "target_id"], name="studio_session_unique_target"),
         )
@@ -358,6 +366,9 @@ class UsageRecord(models.Model):
     cost_cache_read = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     cost_cache_write = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the model call ended, as the store's ledger says (``ended_ms``; for a live report, when
+    # Studio recorded it): what usage over time groups by day.
+    at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = (
@@ -365,6 +376,7 @@ class UsageRecord(models.Model):
             "id",
         )
         constraints = (models.UniqueConstraint(fields=["session", "record_id"], name="studio_usage_unique_record"),)
+        indexes = (models.Index(fields=["at"], name="studio_usage_at"),)
 
 
 class HostWorker(models.Model):

@@ -517,7 +517,13 @@ def render_context_ring(usage: dict[str, int] | None, *, oob: bool = False) -> s
 def render_regions(context: dict[str, Any]) -> str:
     """Every live region as out-of-band fragments: a full push or a watcher's re-render."""
     ctx = {**context, "oob": True, "ring": ring_geometry(context.get("context_usage"))}
-    return "".join(render_to_string(name, ctx) for name in FULL_REGIONS + CONTROL_REGIONS + TRACE_REGIONS)
+    regions = "".join(render_to_string(name, ctx) for name in FULL_REGIONS + CONTROL_REGIONS + TRACE_REGIONS)
+    return regions + TIMELINE_RESYNC
+
+
+#: A full render carries no Timeline (the host renders it once a page opened it): this mark
+#: tells a page that has it to load it again (``static/studio/timeline.js``).
+TIMELINE_RESYNC = '<span id="timeline-resync" hx-swap-oob="true" hidden></span>'
 
 
 def render_template(name: str, context: dict[str, Any]) -> str:

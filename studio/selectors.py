@@ -29,16 +29,6 @@ from studio.stores import location_of
 USAGE_TURNS = 100
 
 
-def session_list_for_user(user: Any) -> QuerySet[StudioSession]:
-    """The sessions list: main sessions and forks (a subagent is reached from its parent)."""
-    return (
-        StudioSession.objects.filter(owner=user)
-        .exclude(kind=SessionKind.SUBAGENT)
-        .select_related("registered_model", "root")
-        .order_by("-last_activity")
-    )
-
-
 def session_for_user(user: Any, session_id: Any) -> StudioSession:
     """The session if ``user`` owns it, else 404 — the same answer whether the id does not
     exist or belongs to someone else, so ids of other users' sessions cannot be probed."""

@@ -7,6 +7,7 @@ event seen twice (a resumed run replays its settled usage) never counts twice.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -329,6 +330,7 @@ def record_usage(
                 request_id=request_id,
                 target_id=target_id,
                 model=str(usage.get("model") or ""),
+                at=timezone.now(),
                 cost=cost,
                 **class_costs,
                 **values,
@@ -377,6 +379,7 @@ def usage_sync(session_id: str, ledger: list[Any], targets: dict[str, int] | Non
                 request_id=str(payload.get("request_id") or "") or _request_of(row.record_id),
                 target_id=targets.get(getattr(row, "conversation_id", ""), 0),
                 model=str(payload.get("model") or ""),
+                at=_ledger_time(payload),
                 cost=_usd(payload.get("cost")),
                 **{f"cost_{k}": _usd(detail.get(k)) for k in ("input", "output", "cache_read", "cache_write")},
                 **{f: int(payload.get(f) or 0) for f in fields},
@@ -389,6 +392,15 @@ def usage_sync(session_id: str, ledger: list[Any], targets: dict[str, int] | Non
     if positions:
         StudioSession.objects.filter(pk=session_id, ledger_pos__lt=max(positions)).update(ledger_pos=max(positions))
     return len(new_rows)
+
+
+def _ledger_time(payload: dict[str, Any]) -> datetime:
+    """When a ledger row's call ended (its start, for a row without an end), else now."""
+    for key in ("ended_ms", "started_ms"):
+        value = payload.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return datetime.fromtimestamp(value / 1000, tz=UTC)
+    return timezone.now()
 
 
 def ledger_position(session_id: str) -> int:
@@ -431,3 +443,32 @@ def view_totals(root_id: str, subtrees: dict[int, set[int]]) -> None:
 
 def _usd(value: Any) -> Decimal:
     return Decimal(str(value or 0)).quantize(Decimal("0.000001"))
+
+
+# --- the operator's sessions list ----------------------------------------------------------------
+
+
+def session_rename(session: StudioSession, title: str) -> None:
+    StudioSession.objects.filter(pk=session.pk).update(title=title.strip()[:200])
+
+
+def session_archive(session: StudioSession, archived: bool) -> None:
+    """Archive (hide from the list) or bring back a session; its forks follow a main session."""
+    views = Q(pk=session.pk) | Q(root=session) if session.kind == SessionKind.MAIN else Q(pk=session.pk)
+    StudioSession.objects.filter(views).update(archived=archived)
+
+
+def session_delete(session: StudioSession) -> list[str]:
+    """Delete a session's rows: a main session with its forks and subagents (their rows go with
+    it), a fork alone. Returns the ids deleted. The caller removes the store first (a main
+    session's; a fork's conversation stays in its main session's store)."""
+    if session.kind == SessionKind.MAIN:
+        ids = [
+            str(pk)
+            for pk in StudioSession.objects.filter(Q(pk=session.pk) | Q(root=session)).values_list("pk", flat=True)
+        ]
+    else:
+        ids = [str(session.pk)]
+    with transaction.atomic():
+        StudioSession.objects.filter(pk__in=ids).delete()
+    return ids

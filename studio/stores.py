@@ -124,6 +124,26 @@ class StoreLocation:
         else:
             import_agent_database(source=source, database_path=self.path)
 
+    def delete(self) -> None:
+        """Remove the store for good (a deleted session): the SQLite file with its write-ahead
+        log and shared memory, or the PostgreSQL store's rows. The caller made sure no runtime
+        holds it (``SessionHost.release``)."""
+        if not self.is_postgres:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path + suffix)
+            return
+        if self._pg_row() is None:
+            return
+        with store_cursor(self) as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute(f"SELECT store_id FROM {STORE_SCHEMA}.stores WHERE name = %s FOR UPDATE", [self.name])
+            row = cursor.fetchone()
+            if row is not None:
+                for table in ("entries", "registers", "usage", "receipts", "tasks", "stores"):
+                    cursor.execute(f"DELETE FROM {STORE_SCHEMA}.{table} WHERE store_id = %s", [row[0]])
+            cursor.execute("COMMIT")
+
     def cancel_options(self, conversation_id: str, sessions_dir: Path) -> dict[str, Any]:
         """``cancel_agent_conversation`` options naming this store."""
         if self.is_postgres:

@@ -4,11 +4,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from studio import views
+from studio import list_views, trace_views, usage_views, views
 
 app_patterns = (
     [
-        path("", views.session_list, name="session_list"),
+        path("", list_views.session_list_page, name="session_list"),
+        path("usage/", usage_views.usage_page, name="usage"),
+        path("sessions/<uuid:session_id>/rename/", list_views.session_rename, name="session_rename"),
+        path("sessions/<uuid:session_id>/archive/", list_views.session_archive, name="session_archive"),
+        path("sessions/<uuid:session_id>/delete/", list_views.session_delete, name="session_delete"),
         path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
         path("logout/", auth_views.LogoutView.as_view(), name="logout"),
         path("sessions/new/", views.session_create, name="session_create"),
@@ -27,6 +31,15 @@ app_patterns = (
         path("sessions/<uuid:session_id>/tasks/", views.session_tasks, name="session_tasks"),
         path(
             "sessions/<uuid:session_id>/contexts/<int:target_id>/", views.session_context, name="session_context"
+        ),
+        path("sessions/<uuid:session_id>/timeline/", trace_views.session_timeline, name="session_timeline"),
+        path(
+            "sessions/<uuid:session_id>/timeline/span/",
+            trace_views.session_timeline_span,
+            name="session_timeline_span",
+        ),
+        path(
+            "sessions/<uuid:session_id>/download/<str:name>", trace_views.session_download, name="session_download"
         ),
     ],
     "studio",

@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import escape
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from studio import pages, selectors, services
 from studio.forms import (
@@ -38,14 +38,10 @@ from studio.models import Effort, RegisteredModel, StudioSession
 from studio.workspaces import WorkdirError
 
 
-@require_http_methods(["GET"])
-def session_list(request: HttpRequest) -> HttpResponse:
-    return _render_list(request, NewSessionForm(user=request.user))
-
-
 def _render_list(request: HttpRequest, form: NewSessionForm, status: int = 200) -> HttpResponse:
-    sessions = selectors.session_list_for_user(request.user)
-    return render(request, "studio/session_list.html", {"sessions": sessions, "form": form}, status=status)
+    from studio.list_views import render_list
+
+    return render_list(request, form, status)
 
 
 @require_POST

@@ -121,6 +121,7 @@ class Regions:
     plan: bool = False
     usage: bool = False
     records: bool = False
+    timeline: bool = False  # the Timeline (only for a store whose Timeline a page opened)
 
     def any(self) -> bool:
         return any(getattr(self, name) for name in self.__slots__)

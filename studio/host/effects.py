@@ -16,6 +16,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from studio import services
+from studio.host import status_feed
 from studio.host.fold import (
     ApprovalRecorded,
     Effect,
@@ -40,6 +41,7 @@ async def apply(hs: HostedSession, effects: Sequence[Effect]) -> None:
     rows = [e for e in effects if not isinstance(e, LedgerSync)]
     if rows:
         await database_sync_to_async(write)(rows)
+        await status_feed.publish({k: v for e in rows if isinstance(e, StatusesChanged) for k, v in e.statuses.items()})
     if any(isinstance(e, LedgerSync) for e in effects):
         await sync_usage(hs)
 

@@ -31,6 +31,8 @@ from studio.host.state import HostedSession, config_versions, touch, view_status
 
 #: Only turns the snapshot still lists can matter for ``ContextLive.ended`` past this many.
 ENDED_KEPT = 1000
+#: Events that change no span of the Timeline (unless a delta opens a new block: a new request).
+QUIET_EVENTS = frozenset({"text_delta", "thinking_delta", "context_usage"})
 
 
 # --- what the fold asks Studio's tables for ----------------------------------------------------
@@ -124,6 +126,8 @@ def fold_event(hs: HostedSession, event: AgentEvent) -> list[Effect]:
     follow the new holder, and the runs it records are the new holder's to end)."""
     if hs.lost:
         return []
+    if event.type not in QUIET_EVENTS:
+        _timeline_changed(hs)
     if isinstance(event, SessionEvent):
         return fold_snapshot(hs, SessionSnapshot.model_validate(event.snapshot), event.snapshot)
     target = int(event.target_id or 0)
@@ -170,6 +174,8 @@ def fold_event(hs: HostedSession, event: AgentEvent) -> list[Effect]:
     live = ctx.live if ctx.live is not None and ctx.live.request_id == request_id else None
     if live is not None:
         live.apply(event)
+        if event.type in QUIET_EVENTS and live.added:  # a new block: likely a new model request
+            _timeline_changed(hs)
     if isinstance(event, ToolEvent):
         effects.append(ToolRecorded(hs.root_id, request_id, event))
         touch(hs, view, tasks=True)
@@ -187,6 +193,14 @@ def fold_event(hs: HostedSession, event: AgentEvent) -> list[Effect]:
         effects.append(RetryRecorded(view_id, request_id, event))
     wake(hs)
     return effects
+
+
+def _timeline_changed(hs: HostedSession) -> None:
+    """Every view's Timeline may show a change (a subagent's spans are in its parent's): marked
+    only once a page opened the store's Timeline (``studio.host.timeline_feed``)."""
+    if hs.timeline is not None:
+        for view in hs.views.values():
+            view.dirty.mark(timeline=True)
 
 
 def open_turn(hs: HostedSession, target_id: int, request_id: str, *, agent: str = "build") -> None:
@@ -253,6 +267,7 @@ def fold_snapshot(hs: HostedSession, snapshot: SessionSnapshot, data: dict[str, 
             records=parts["records"],
             config=versions_changed,
         )
+    _timeline_changed(hs)
     effects.extend(_statuses(hs))
     wake(hs)
     return effects

@@ -24,6 +24,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from studio import pages, text_stream
+from studio.host import timeline_feed
 from studio.host.contract import RUNNING_STATUSES, HostState
 from studio.host.live import LiveBlock, LiveTurn
 from studio.host.state import HostedSession, View, notify
@@ -109,12 +110,14 @@ class Publisher:
         ctx = hs.contexts.get(view.target_id)
         live = ctx.live if ctx is not None else None
         regions = view.dirty.take()
+        timeline = await timeline_feed.push(hs, view) if regions.timeline else ""
+        regions.timeline = False
         added: list[LiveBlock] = []
         changed: list[LiveBlock] = []
         if live is not None and live.dirty:
             added, changed, ring = live.take_changes()
             regions.ring = regions.ring or ring
-        if not (added or changed or regions.any()):
+        if not (added or changed or regions.any() or timeline):
             return False
         view.seq += 1
         if regions.full:
@@ -128,7 +131,7 @@ class Publisher:
             html = pages.render_regions(
                 view.view_id, state, regions, added=added, changed=changed, sent=sent, cache=view.cache
             )
-        await self.send(hs, view, state.seq, full=regions.full, html=html)
+        await self.send(hs, view, state.seq, full=regions.full, html=html + timeline)
         return bool(added or changed)
 
     @staticmethod

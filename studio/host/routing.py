@@ -48,7 +48,7 @@ log = logging.getLogger("studio.hosts")
 
 HOST_CHANNEL = "studio-host"
 #: Operations that only read: safe to send again when the worker handling them died.
-READS = {"state", "position", "ping"}
+READS = {"state", "position", "ping", "timeline", "timeline_span"}
 
 
 class HostClient(Protocol):
@@ -71,6 +71,8 @@ _OPS = {
     "start_task",
     "release",
     "export",
+    "timeline",
+    "timeline_span",
 }
 
 

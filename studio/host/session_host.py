@@ -43,7 +43,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from studio import runtime_options, selectors, services
-from studio.host import effects
+from studio.host import effects, timeline_feed
 from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, host_error, store_code, store_lost
 from studio.host.factory import RuntimeFactory, agent_host, configured_factory
 from studio.host.fold import fold_event, fold_snapshot, open_turn
@@ -287,6 +287,17 @@ class SessionHost:
             )
             touch(hs, view, tasks=True)
             return str(receipt.get("task_id"))
+
+    async def timeline(self, view_id: str, *, turn: str | None = None) -> str:
+        """The view's Timeline region (or one turn of it), from the store's trace; from now on
+        the store's Timeline is kept live (``studio.host.timeline_feed``)."""
+        hs, view = await self._view(view_id)
+        return await timeline_feed.page(hs, view, request_id=turn or None)
+
+    async def timeline_span(self, view_id: str, *, span_id: str) -> str | None:
+        """A span's details panel, read from the store (None: not a span of this view)."""
+        hs, view = await self._view(view_id)
+        return await timeline_feed.span_page(hs, view, span_id)
 
     async def wait_idle(self, view_id: str) -> None:
         """Wait until this view's conversation has nothing running and its pushes are out.

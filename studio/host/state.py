@@ -20,6 +20,8 @@ from studio.text_stream import StreamState
 
 if TYPE_CHECKING:
     from agentcore.runtime import AgentRuntime
+    from studio.timeline import Picture
+    from studio.timeline_store import TimelineFeed
 
 TERMINAL_TURNS = ("completed", "failed", "aborted", "paused")
 
@@ -41,6 +43,9 @@ class View:
     # Rows and contexts the page's regions read that change only with the session's settings or
     # title (``studio.pages.cached``): cleared when the host changes them.
     cache: dict[Any, Any] = field(default_factory=dict)
+    # The Timeline rows the page was last sent (``studio.timeline.Picture``), which the next
+    # push patches; None: the next push sends the whole region.
+    timeline: Picture | None = None
 
     @property
     def group(self) -> str:
@@ -73,6 +78,7 @@ class HostedSession:
     ledger_pos: int = 0  # the store's usage ledger is reconciled up to here
     term: int = 0  # the lease term this host holds the session under (worker mode; 0 in-process)
     lost: bool = False  # another holder took the session over: publish and record nothing more
+    timeline: TimelineFeed | None = None  # the store's live trace, once a page opened its Timeline
 
     @property
     def root_id(self) -> str:

@@ -26,14 +26,10 @@ def studio_live_block(context: Any, block: Any, prefix: str) -> str:
 
 @register.filter
 def duration(ms: Any) -> str:
-    if ms is None or ms == "":
-        return ""
-    ms = float(ms)
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
-    return f"{int(ms // 60_000)} min {int(ms % 60_000 // 1000)} s"
+    """A duration in ms, in the one format every page uses (``studio.timefmt.duration``)."""
+    from studio.timefmt import duration as format_duration
+
+    return format_duration(ms)
 
 
 @register.filter
@@ -168,3 +164,77 @@ def task_css(status: Any) -> str:
         "blocked": "blocked",
         "paused": "waiting",
     }.get(str(status), str(status))
+
+
+# --- time, in one format (studio.timefmt) and the Timeline ---------------------------------------
+
+
+@register.simple_tag
+def local_time(value: Any, style: str = "datetime") -> str:
+    """A local time with the UTC time as its tooltip (``studio.timefmt.local_time_html``)."""
+    from django.utils.safestring import mark_safe
+
+    from studio.timefmt import local_time_html
+
+    return mark_safe(local_time_html(value, style=style))
+
+
+@register.simple_tag
+def ago_time(value: Any) -> str:
+    """"5 minutes ago", with the local and UTC times on hover."""
+    from django.utils.safestring import mark_safe
+
+    from studio.timefmt import relative_time_html
+
+    return mark_safe(relative_time_html(value, ago(value)))
+
+
+@register.simple_tag
+def short_id(value: Any) -> str:
+    """A long id (a task's, a request's) shortened, with the full id on hover."""
+    from django.utils.safestring import mark_safe
+
+    from studio.timefmt import short_id_html
+
+    return mark_safe(short_id_html(value))
+
+
+@register.filter
+def sub(value: Any, other: Any) -> Any:
+    try:
+        return int(value) - int(other)
+    except (TypeError, ValueError):
+        return None
+
+
+@register.filter
+def depth_class(depth: Any) -> int:
+    """Rows indent up to 8 levels (deeper ones stay at 8)."""
+    return min(int(depth or 0), 8)
+
+
+@register.filter
+def one(value: Any) -> list[Any]:
+    return [value]
+
+
+_KIND_NAMES = {
+    "turn": "turn",
+    "subagent": "subagent run",
+    "model": "model request",
+    "tool": "tool call",
+    "script": "code-mode script",
+    "nested_call": "nested tool call",
+    "compaction": "compaction",
+    "wait": "wait for a person",
+    "gap": "crash/resume gap",
+    "task": "durable task",
+    "task_phase": "task phase",
+    "task_sleep": "task sleep",
+    "task_wait": "task waiting on children",
+}
+
+
+@register.filter
+def kind_name(kind: Any) -> str:
+    return _KIND_NAMES.get(str(kind), str(kind))

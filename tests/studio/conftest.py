@@ -104,3 +104,20 @@ async def gated_host() -> AsyncIterator[tuple[Any, Any, Any]]:
     await session_host.close()
     set_session_host(None)
     server.stop_in_thread()
+
+
+@pytest.fixture
+async def code_host(settings: Any, studio_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    """A session host with code mode on and the scripted model of ``tests.e2e.extras_model``
+    (its ``HOLD:<token>`` scripts wait for ``<data dir>/release-<token>``)."""
+    from studio.host.session_host import SessionHost, set_session_host
+    from tests.e2e import extras_model
+
+    settings.STUDIO_CODE_MODE = '{"timeout_ms": 60000}'
+    monkeypatch.setenv("STUDIO_DATA_DIR", str(studio_data_dir))  # the hold tool's gate files
+
+    host = SessionHost(runtime_factory=extras_model.open_runtime, flush_interval=0.01)
+    set_session_host(host)
+    yield host
+    await host.close()
+    set_session_host(None)

@@ -2,8 +2,10 @@
 
 A page is parsed into a small element tree (``html.parser``); ``apply(page, push)`` swaps each
 top-level element of ``push`` that carries ``hx-swap-oob``: ``true`` replaces the element with
-the same id, ``outerHTML:#id`` replaces the element ``id`` with it, ``beforeend:#id`` appends
-the element's children to the target. ``html()``
+the same id, ``outerHTML:#id`` replaces the element ``id`` with it, ``beforeend:#id`` /
+``afterbegin:#id`` put the element's children at the end / the start of the target,
+``afterend:#id`` right after it, and ``delete`` removes the element with the same id (as htmx
+does, nothing happens when there is none: the Timeline's patches rely on it). ``html()``
 serialises the tree again, so a patched page can be compared with one rendered fresh.
 """
 
@@ -37,6 +39,15 @@ class Node:
         for child in self.children:
             if isinstance(child, Node) and (found := child.find(id)) is not None:
                 return found
+        return None
+
+    def parent_of(self, id: str) -> tuple[Node, int] | None:
+        for index, child in enumerate(self.children):
+            if isinstance(child, Node):
+                if child.attr("id") == id:
+                    return self, index
+                if (found := child.parent_of(id)) is not None:
+                    return found
         return None
 
     def replace(self, id: str, new: Node) -> bool:
@@ -104,5 +115,18 @@ def apply(page: Node, push: str) -> None:
             target = page.find(how.split("#", 1)[1])
             assert target is not None, f"no element for {how}"
             target.children.extend(node.children)
+        elif how.startswith("afterbegin:#"):
+            target = page.find(how.split("#", 1)[1])
+            assert target is not None, f"no element for {how}"
+            target.children[0:0] = node.children
+        elif how.startswith("afterend:#"):
+            found = page.parent_of(how.split("#", 1)[1])
+            assert found is not None, f"no element for {how}"
+            parent, index = found
+            parent.children[index + 1 : index + 1] = node.children
+        elif how == "delete":
+            found = page.parent_of(node.attr("id") or "")
+            if found is not None:
+                del found[0].children[found[1]]
         else:
             raise AssertionError(f"unsupported swap {how}")

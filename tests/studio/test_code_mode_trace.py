@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +27,6 @@ from tests.e2e import extras_model
 from tests.studio.html_parts import element, elements, text
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-async def code_host(settings: Any, studio_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
-    settings.STUDIO_CODE_MODE = '{"timeout_ms": 60000}'
-    monkeypatch.setenv("STUDIO_DATA_DIR", str(studio_data_dir))  # the hold tool's gate files
-    host = SessionHost(runtime_factory=extras_model.open_runtime, flush_interval=0.01)
-    set_session_host(host)
-    yield host
-    await host.close()
-    set_session_host(None)
 
 
 def _calls(panel: str) -> list[tuple[str, str, str]]:
