@@ -102,11 +102,13 @@ class ConfigureCommand(_Command):
     expected_version: int = Field(ge=0)
     model: ModelRef | None = None
     effort: Effort | None = None
+    # P2 for this conversation's next requests: auto (the model's default), on or off.
+    web_search: Literal["auto", "on", "off"] | None = None
 
     @model_validator(mode="after")
     def _something(self) -> ConfigureCommand:
-        if self.model is None and self.effort is None:
-            raise ValueError("configure needs model and/or effort")
+        if self.model is None and self.effort is None and self.web_search is None:
+            raise ValueError("configure needs model, effort and/or web_search")
         return self
 
 

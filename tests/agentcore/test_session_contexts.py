@@ -148,7 +148,8 @@ async def test_configure_is_compare_and_swap_and_applies_at_the_next_request(mak
     assert fake_server.requests[1].json["model"] == "bigger-model", "effective at the next request"
     assert fake_server.requests[1].json.get("reasoning_effort") == "low"
     config = last_snapshot(events)["contexts"][0]["config"]
-    assert config == {"version": 1, "model": {"provider": "fake", "model_id": "bigger-model"}, "effort": "low"}
+    model = {"provider": "fake", "model_id": "bigger-model"}
+    assert config == {"version": 1, "model": model, "effort": "low", "web_search": None}
 
 
 async def test_configure_racing_the_next_request(make_agent, fake_server) -> None:
