@@ -269,7 +269,7 @@ class SSEAdapter:
             except httpx.ConnectTimeout:
                 failure = connect_failure(url, f"no answer within {timeouts.connect_s:g} s")
             except httpx.ConnectError as exc:
-                failure = connect_failure(url, _connect_reason(exc))
+                failure = connect_failure(url, connect_reason(exc))
             except httpx.TimeoutException as exc:
                 failure = ProviderFailure("timeout", f"timed out: {type(exc).__name__}")
             except httpx.HTTPError as exc:
@@ -317,9 +317,10 @@ def endpoint_of(url: str) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _connect_reason(exc: httpx.ConnectError) -> str:
-    """What the OS said, found down the exception chain (httpx says "All connection attempts
-    failed" above the ``ConnectionRefusedError`` or ``gaierror`` that explains it)."""
+def connect_reason(exc: BaseException) -> str:
+    """What the OS said about a connect that failed, found down the exception chain (httpx says
+    "All connection attempts failed" above the ``ConnectionRefusedError`` or ``gaierror`` that
+    explains it). Hosts that probe an endpoint themselves use it too, so they say the same."""
     seen: BaseException | None = exc
     for _ in range(6):
         if seen is None:

@@ -74,6 +74,9 @@ class PromoteCommand(_Command):
 class CompactCommand(_Command):
     type: Literal["compact"]
     instructions: str | None = Field(default=None, max_length=20_000)
+    # True: keep the newest ``keep_recent_tokens`` verbatim (C4's cut); False: summarize the
+    # whole context, as ``/compact`` does (C3) — what a person asking to compact expects.
+    keep_recent: bool = True
 
 
 class ResetCommand(_Command):

@@ -406,7 +406,9 @@ class ControlHandlers:
     # --- background compaction -----------------------------------------------------------------
 
     async def _compact(self, command: CompactCommand, target: Context, digest: str) -> dict[str, Any]:
-        row = self.compactions.command_row(target, command.request_id, command.instructions)
+        row = self.compactions.command_row(
+            target, command.request_id, command.instructions, keep_recent=command.keep_recent
+        )
         receipt = command_receipt(command, "started", task_id=row.task_id)
         record_command(self._log(target), command, digest, receipt, Commit(tasks=[row]))
         self.compactions.start(target, row.task_id)
