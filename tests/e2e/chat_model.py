@@ -1,0 +1,52 @@
+"""The runtime of the chat's browser tests: the offline demo model, paced, plus two markers.
+
+Demo sessions talk to a scripted provider server whose responder is ``slow_demo``'s (the demo's
+own rules, text paced by ``STUDIO_E2E_DELTA_DELAY_MS``, ``HOLD:<token>``, "a long story"), plus
+``FAIL_ONCE:<token>``: the first request of a turn with that marker gets the provider's real
+HTTP 400 (a failed turn), every later one the ordinary answer — so Retry can succeed. Sessions
+on any other registered model keep the model's own endpoint (a dead one stays dead).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from agentcore.demo import _conversation
+from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
+from agentcore.testing.steps import HttpError, Step
+from studio.host.contract import SessionConfig
+from studio.host.factory import agentcore_runtime_factory
+from tests.e2e import slow_demo
+
+FAIL_ONCE = re.compile(r"FAIL_ONCE:(\w{1,40})")
+_failed: set[str] = set()
+_server: FakeProviderServer | None = None
+_lock = threading.Lock()
+
+
+def responder(request: RecordedRequest) -> list[Step]:
+    user, calls, _outputs = _conversation(request.json)
+    marker = FAIL_ONCE.search(user)
+    if marker and not calls:
+        with _lock:
+            first = marker.group(1) not in _failed
+            _failed.add(marker.group(1))
+        if first:
+            return [HttpError(400, "the request was refused by the provider (scripted failure, once)")]
+    return slow_demo.responder(request)
+
+
+def _base_url() -> str:
+    global _server
+    with _lock:
+        if _server is None:
+            _server = FakeProviderServer(responder=responder).start_in_thread()
+        return _server.base_url
+
+
+async def open_runtime(config: SessionConfig) -> Any:
+    if config.model_options.get("provider") == "demo":
+        config.model_options["base_url"] = _base_url()
+    return await agentcore_runtime_factory(config, extra_tools=[slow_demo.release_tool()])
