@@ -13,7 +13,7 @@ from typing import Any
 
 #: What to turn on when a demo prompt needs a tool this session does not offer.
 TURN_ON: dict[str, str] = {
-    "codemode": "needs code mode: start Studio with STUDIO_CODE_MODE=on (python3 dev.py studio does)",
+    "codemode": "needs code mode: STUDIO_CODE_MODE=demo (the default) or on, with quickjs installed",
     "web_search": "needs web search: set it to auto or on beside the message box",
     "start_timer": "needs the example extension (STUDIO_EXTENSIONS=studio.extensions.example)",
     "subagent": "needs subagents (STUDIO_SUBAGENT_TOOLS)",

@@ -118,8 +118,8 @@ class SessionHost:
             self._layer = get_channel_layer()
         return self._layer
 
-    def session_options(self, confinement: ToolConfinement | None = None) -> dict[str, Any]:
-        return runtime_options.session_options(self.registry, confinement)
+    def session_options(self, confinement: ToolConfinement | None = None, *, demo: bool = False) -> dict[str, Any]:
+        return runtime_options.session_options(self.registry, confinement, demo=demo)
 
     # -- public commands ------------------------------------------------------------------
 
@@ -551,7 +551,7 @@ class SessionHost:
                     options = root.model_options
                     if options.get("provider") == "demo" and not options.get("base_url"):
                         options["base_url"] = self.demo_base_url()
-                    root.session = self.session_options(root.confinement)
+                    root.session = self.session_options(root.confinement, demo=options.get("provider") == "demo")
                     hs = HostedSession(config=root, term=term)
                     for view_id, target_id, kind in await database_sync_to_async(selectors.views_of)(root_id):
                         hs.views[target_id] = View(view_id, target_id, kind=kind)

@@ -146,7 +146,7 @@ def test_every_demo_prompt_is_offered_or_says_what_to_turn_on() -> None:
     assert all(not s.missing for s in offered)
     assert [s.mode for s in offered if s.mode == "plan"] == ["plan"]
     bare = {s.prompt: s.missing for s in suggestions({"records": {}}, web_search=False)}
-    assert "STUDIO_CODE_MODE=on" in bare["Run a code-mode script that counts the files."]
+    assert "STUDIO_CODE_MODE" in bare["Run a code-mode script that counts the files."]
     assert "web search" in bare["Search the web for durable agent runtimes."]
     assert "example extension" in bare["Start a timer for 30 seconds."]
     assert bare["What files are here? Read the README."] == ""
@@ -200,3 +200,9 @@ def test_links_and_delays_are_shown_safely() -> None:
     assert safe_href("https://example.org/a") == "https://example.org/a"
     assert safe_href("javascript:alert(1)") == "" and safe_href(" JAVASCRIPT:x") == "" and safe_href("data:x") == ""
     assert [seconds(v) for v in (4, 0.5, 8.0, "x")] == ["4 s", "0.5 s", "8 s", ""]
+
+
+@pytest.mark.django_db
+def test_the_login_page_names_the_command_a_newcomer_ran(client: Any) -> None:
+    page = client.get("/login/").content.decode()
+    assert "<code>python3 dev.py studio</code>" in page and "initial-login.txt" in page
