@@ -117,6 +117,9 @@
   });
   document.addEventListener("htmx:afterRequest", function (e) {
     var form = e.detail && e.detail.elt;
+    var menu = form && form.closest ? form.closest("#session-menu") : null;
+    var accepted = e.detail && e.detail.successful && e.detail.xhr && e.detail.xhr.responseText.trim() === "";
+    if (menu && accepted) { menu.open = false; form.reset(); }  // Reset / Compact now went through
     if (!form || form.id !== "composer") return;
     var refused = !e.detail.successful || (e.detail.xhr && e.detail.xhr.responseText.trim() !== "");
     if (!refused && picked.length) { picked = []; syncInput(); }
@@ -315,6 +318,10 @@
     codeButtons();
     var scroll = $("#conversation-scroll");
     if (scroll && $("#conversation-empty")) scroll.scrollTop = 0;  // an empty session reads from the top
-    if (window.location.hash === "#new-session") focusNewSession();
   });
+  // After load: the browser's own scroll to the #new-session fragment comes after
+  // DOMContentLoaded and would take a focus given earlier away.
+  function hashFocus() { if (window.location.hash === "#new-session") focusNewSession(); }
+  window.addEventListener("load", hashFocus);
+  window.addEventListener("hashchange", hashFocus);
 })();

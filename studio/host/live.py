@@ -115,9 +115,10 @@ class LiveTurn:
                 block.status = event.kind
                 block.attempt = event.attempt
                 block.max_attempts = event.max_attempts
-                block.text = event.reason
                 block.delay_s = event.delay_s
                 block.endpoint = event.endpoint or ""
+                # The block names the endpoint itself: keep only what the OS said.
+                block.text = event.reason.removeprefix(f"cannot connect to {block.endpoint}: ")
         elif isinstance(event, UsageEvent):
             self.boundary = True
         elif isinstance(event, ContextUsageEvent):

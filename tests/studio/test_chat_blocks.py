@@ -45,7 +45,8 @@ def test_a_connect_retry_names_the_endpoint_the_delay_and_the_attempt_with_stop_
     html = " ".join(render_block(block, "lv").split())
     assert 'Cannot connect to <b class="mono">127.0.0.1:9</b> — retrying' in html
     assert "in 4 s</span>, attempt 3 of 5" in html
-    assert "connection refused" in html and "retry-stop" in html
+    assert "· connection refused (nothing listens on that port)" in html and "retry-stop" in html
+    assert html.count("127.0.0.1:9") == 1, "the endpoint is named once"
     assert "Connection dropped" not in html
 
 
