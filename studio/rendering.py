@@ -210,7 +210,7 @@ def _user_text(message: dict[str, Any]) -> str:
 
 def summary_of(message: dict[str, Any]) -> str:
     """The summary a compaction wrote (the text of its summary message)."""
-    from agentcore.context.compaction import summary_text_of
+    from agentcore.compaction.plan import summary_text_of
     from agentcore.messages import message_from_dict
 
     try:

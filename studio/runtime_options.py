@@ -56,9 +56,7 @@ REMOTE_ID = "studio-worker"
 REMOTE_LABEL = "Worker process (confined to the session's working directory)"
 
 
-def session_options(
-    registry: Any, confinement: ToolConfinement | None = None, *, demo: bool = False
-) -> dict[str, Any]:
+def session_options(registry: Any, confinement: ToolConfinement | None = None, *, demo: bool = False) -> dict[str, Any]:
     """``create_agent(session=...)`` for a session's main conversation. ``registry`` is the
     host's one ``AgentRegistry`` built from ``STUDIO_EXTENSIONS``; ``confinement`` says where
     the session's tools run: a confined session gets its sandbox (or no environment: local,

@@ -264,7 +264,12 @@ async def session_fork(request: HttpRequest, session_id: Any) -> HttpResponse:
         fork_id = await get_host_client().call("fork", str(session.pk), entry_id=form.cleaned_data["entry_id"])
     except HostError as exc:
         return _command_response(request, session, exc.message)
-    url = reverse("studio:session_detail", args=[fork_id])
+    return _go_to(request, fork_id)
+
+
+def _go_to(request: HttpRequest, view_id: str) -> HttpResponse:
+    """The page moves to another view (a fork, a new session): htmx follows ``HX-Redirect``."""
+    url = reverse("studio:session_detail", args=[view_id])
     if request.htmx:
         return HttpResponse("", headers={"HX-Redirect": url})
     return HttpResponseRedirect(url)
@@ -367,10 +372,7 @@ async def session_edit(request: HttpRequest, session_id: Any) -> HttpResponse:
         )
     except HostError as exc:
         return _command_response(request, session, exc.message)
-    url = reverse("studio:session_detail", args=[view_id])
-    if request.htmx:
-        return HttpResponse("", headers={"HX-Redirect": url})
-    return HttpResponseRedirect(url)
+    return _go_to(request, view_id)
 
 
 @require_GET

@@ -183,9 +183,7 @@ class LiveTurn:
 
     def _sources(self, sources: list[dict[str, Any]]) -> None:
         """Cited sources join the response's sources block (one per response, links deduplicated)."""
-        block = next(
-            (b for b in reversed(self.blocks) if b.kind == "sources" and b.response == self.response), None
-        )
+        block = next((b for b in reversed(self.blocks) if b.kind == "sources" and b.response == self.response), None)
         if block is None:
             block = self._new_block("sources")
         else:

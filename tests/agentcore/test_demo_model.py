@@ -240,7 +240,7 @@ def test_compact_summarizes_the_conversation_with_the_persons_wishes() -> None:
     """C3/P3: asked to compact (the request ``build_summary_request`` makes), the demo writes a
     summary in the sections the compaction prompt asks for — the user's requests, the files
     touched, the person's instructions — not one of its canned answers."""
-    from agentcore.context.compaction import build_summary_request
+    from agentcore.compaction.plan import build_summary_request
     from agentcore.messages import AssistantMessage, TextContent, ToolResultMessage, user_text
     from agentcore.messages import ToolCall as Call
 

@@ -309,9 +309,7 @@ async def test_compact_without_keeping_recent_messages_summarizes_everything(mak
     async def on_event(event) -> None:
         if event.type == "session" and len(receipts) < 2:
             receipts.append(await agent.control({"type": "compact", "request_id": f"k{len(receipts)}"}))
-            receipts.append(
-                await agent.control({"type": "compact", "request_id": "all", "keep_recent": False})
-            )
+            receipts.append(await agent.control({"type": "compact", "request_id": "all", "keep_recent": False}))
 
     events = await run_with(agent, "question 1", on_event)
     history = {t["task_id"]: t for t in last_snapshot(events)["history"]}

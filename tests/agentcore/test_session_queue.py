@@ -63,7 +63,9 @@ async def test_steer_joins_the_turn_at_the_next_tool_boundary(make_agent, fake_s
 
 
 async def test_steer_after_the_last_tool_boundary_starts_the_next_turn(make_agent, fake_server) -> None:
-    """S2: a steer that finds no further tool boundary in its turn is the next turn, first."""
+    """S2/W14: a steer that finds no further tool boundary in its turn is the next turn, first,
+    and says so: its receipt and its turn in the snapshot carry ``steer_missed`` (a follow-up's
+    do not), so a host can tell the person "the turn ended before a tool call"."""
     fake_server.enqueue([Text("thinking..."), Hang()], [Text("answer one")], [Text("answer two")])
     agent = await make_agent(COMPLETIONS, session={})
     started = asyncio.Event()
@@ -77,24 +79,6 @@ async def test_steer_after_the_last_tool_boundary_starts_the_next_turn(make_agen
 
     events = await run_with(agent, {"prompt": "go", "request_id": "r"}, on_event)
     assert [e.request_id for e in ends(events)] == ["r", "s", "f"]
-
-
-async def test_a_steer_the_turn_ended_before_says_it_ran_as_the_next_message(make_agent, fake_server) -> None:
-    """S2/W14: a steer that found no tool boundary runs as the next turn, and says so: its
-    receipt and its turn in the snapshot carry ``steer_missed`` (a follow-up's and a placed
-    steer's do not), so a host can tell the person "the turn ended before a tool call"."""
-    fake_server.enqueue([Text("thinking..."), Hang()], [Text("answer one")], [Text("answer two")])
-    agent = await make_agent(COMPLETIONS, session={})
-    started = asyncio.Event()
-
-    async def on_event(event) -> None:
-        if event.type == "text_delta" and not started.is_set():
-            started.set()
-            await agent.control({"type": "submit", "request_id": "f", "prompt": "follow", "mode": "follow_up"})
-            await agent.control({"type": "submit", "request_id": "s", "prompt": "steer", "mode": "steer"})
-            fake_server.release()
-
-    events = await run_with(agent, {"prompt": "go", "request_id": "r"}, on_event)
     turns = {t["request_id"]: t for t in last_snapshot(events)["turns"]}
     assert turns["s"]["steer_missed"] is True
     assert turns["f"]["steer_missed"] is False and turns["r"]["steer_missed"] is False

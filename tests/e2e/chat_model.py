@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcore.demo import _conversation, _usage
-from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
+from agentcore.testing.fake_server import RecordedRequest
 from agentcore.testing.steps import Hang, HttpError, Step, Stop, Text
 from studio.host.contract import SessionConfig
 from studio.host.factory import agentcore_runtime_factory
@@ -31,7 +31,6 @@ from tests.e2e import slow_demo
 FAIL_ONCE = re.compile(r"FAIL_ONCE:(\w{1,40})")
 STREAM_THEN_WAIT = re.compile(r"STREAM_THEN_WAIT:(\w{1,40})")
 _failed: set[str] = set()
-_server: FakeProviderServer | None = None
 _lock = threading.Lock()
 
 
@@ -72,15 +71,7 @@ def _released(token: str) -> threading.Event:
     return released
 
 
-def _base_url() -> str:
-    global _server
-    with _lock:
-        if _server is None:
-            _server = FakeProviderServer(responder=responder).start_in_thread()
-        return _server.base_url
-
-
 async def open_runtime(config: SessionConfig) -> Any:
     if config.model_options.get("provider") == "demo":
-        config.model_options["base_url"] = _base_url()
+        config.model_options["base_url"] = slow_demo.served(responder)
     return await agentcore_runtime_factory(config, extra_tools=[slow_demo.release_tool()])

@@ -439,7 +439,7 @@ async def test_a_phone_and_light_mode_contrast(chat_server: Studio, browser: Any
     assert headers == [True, True], "Tokens and Cost fit their columns"
     lines = await page.evaluate(
         """() => { const r = document.createRange();
-                   r.selectNodeContents(document.querySelector('.topbar-user .btn-link'));
+                   r.selectNodeContents(document.querySelector('.topbar-user form .btn-link'));
                    return r.getClientRects().length; }"""
     )
     assert lines == 1, "Log out on one line"
@@ -451,7 +451,7 @@ async def test_a_phone_and_light_mode_contrast(chat_server: Studio, browser: Any
 
     desk = await new_page(browser, chat_server)
     await desk.goto(page.url.split("#")[0])
-    await desk.click(".session-row a")
+    await desk.click(".session-row >> nth=0 >> td.session-title > a")
     await desk.wait_for_selector("#conn-state.on")
     await desk.click(".tab[data-tab=tasks]")
     await desk.wait_for_selector("#tab-tasks .task-kind")

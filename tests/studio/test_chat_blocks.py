@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcore.context.compaction import summary_message
+from agentcore.compaction.plan import summary_message
 from agentcore.events import CompactionEvent, RetryEvent, SourcesEvent, WebSearchEvent
 from agentcore.messages import message_to_dict
 from agentcore.session.snapshot import SessionSnapshot
