@@ -218,7 +218,7 @@ class ConfigResolver:
         pinned = op.get("pinned")
         model = self.model(settings, pinned)
         mode = op.get("mode", opts.mode)
-        web_search = _web_search(settings.get("web_search", opts.web_search), model)
+        web_search = resolve_web_search(settings.get("web_search", opts.web_search), model)
         workdir = Path(settings.get("workdir") or opts.workdir or os.getcwd())
         environment = self.environment
         if environment is None and not workdir.is_dir():  # an environment checks it on its target
@@ -286,7 +286,9 @@ class ConfigResolver:
         )
 
 
-def _web_search(requested: bool | None, model: ResolvedModel) -> bool:
+def resolve_web_search(requested: bool | None, model: ResolvedModel) -> bool:
+    """Whether ``model``'s requests carry the search tool (P2): ``None`` = the model's default;
+    ``True`` where search cannot work is ``input_validation`` naming ``web_search``."""
     if requested is None:
         return bool(model.web_search) and model.api_kind != "openai-completions"
     if not requested:

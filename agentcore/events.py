@@ -78,8 +78,9 @@ class RetryEvent(_Event):
     attempt: int
     max_attempts: int
     reason: str
-    kind: Literal["dropped", "length", "lost-call", "recovery"]
+    kind: Literal["dropped", "connect", "length", "lost-call", "recovery"]
     delay_s: float = 0.0
+    endpoint: str | None = None  # ``connect``: the "host:port" that could not be reached
 
 
 class ContextUsageEvent(_Event):

@@ -110,6 +110,9 @@ class AssistantMessage:
     stop_reason: StopReason = "stop"
     usage: Usage | None = None
     error_message: str | None = None
+    # What the answer cited (P2 ``sources``: ``{url, title?, cited_text?}``), kept for people
+    # reading the transcript later; never sent back to a model.
+    sources: list[dict[str, Any]] = field(default_factory=list)
     role: Literal["assistant"] = "assistant"
 
     @property
@@ -228,6 +231,8 @@ def message_to_dict(message: Message) -> dict[str, Any]:
             out["usage"] = usage_to_dict(message.usage)
         if message.error_message is not None:
             out["error_message"] = message.error_message
+        if message.sources:
+            out["sources"] = [dict(source) for source in message.sources]
         return out
     out = {
         "role": "tool_result",
@@ -255,6 +260,7 @@ def message_from_dict(data: dict[str, Any]) -> Message:
             stop_reason=data.get("stop_reason", "stop"),
             usage=usage_from_dict(usage) if usage else None,
             error_message=data.get("error_message"),
+            sources=[dict(source) for source in data.get("sources") or []],
         )
     if role == "tool_result":
         return ToolResultMessage(

@@ -15,7 +15,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from asgiref.sync import async_to_sync
 from django import forms
@@ -66,6 +66,7 @@ class RegisteredModelForm(forms.ModelForm):
             "enabled",
             "tool_isolation",
         )
+        labels: ClassVar[dict[str, str]] = {"api_kind": "API kind"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -190,7 +191,7 @@ def test_connection(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset
 @admin.register(RegisteredModel)
 class RegisteredModelAdmin(admin.ModelAdmin):
     form = RegisteredModelForm
-    list_display = ("name", "provider", "model_id", "api_kind", "key_set", "enabled")
+    list_display = ("name", "provider", "model_id", "api_kind_shown", "key_set", "enabled")
     list_filter = ("provider", "enabled")
     search_fields = ("name", "model_id")
     actions = (test_connection,)
@@ -204,6 +205,10 @@ class RegisteredModelAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="API key set")
     def key_set(self, obj: RegisteredModel) -> bool:
         return bool(obj.api_key)
+
+    @admin.display(description="API kind", ordering="api_kind")
+    def api_kind_shown(self, obj: RegisteredModel) -> str:
+        return obj.get_api_kind_display() or "provider default"
 
 
 def _exports_dir() -> Path:
@@ -285,12 +290,21 @@ class StoreImportForm(forms.Form):
         help_text="An existing session whose store file is missing. The target is never overwritten.",
     )
     owner = forms.ModelChoiceField(
-        label="Owner (new session)", queryset=get_user_model().objects.none(), required=False
+        label="Owner (new session)",
+        queryset=get_user_model().objects.none(),
+        required=False,
+        help_text="Blank = you.",
     )
     registered_model = forms.ModelChoiceField(
-        label="Model (new session)", queryset=RegisteredModel.objects.none(), required=False
+        label="Model (new session)",
+        queryset=RegisteredModel.objects.none(),
+        required=False,
+        empty_label="The model the store was used with",
+        help_text="Blank = the registered model whose id the store's usage names (else the offline demo).",
     )
-    title = forms.CharField(label="Title (new session)", required=False, max_length=200)
+    title = forms.CharField(
+        label="Title (new session)", required=False, max_length=200, help_text="Blank = the store's first prompt."
+    )
     workdir = forms.CharField(
         label="Working directory (new session)",
         required=False,
@@ -299,11 +313,13 @@ class StoreImportForm(forms.Form):
         widget=forms.TextInput(attrs={"class": "vTextField"}),
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.user = user
         sessions = StudioSession.objects.select_related("owner").order_by("-last_activity")
         self.fields["session"].queryset = sessions
         self.fields["owner"].queryset = get_user_model().objects.order_by("username")
+        self.fields["owner"].initial = getattr(user, "pk", None)
         self.fields["registered_model"].queryset = RegisteredModel.objects.filter(enabled=True)
 
     def clean(self) -> dict[str, Any]:
@@ -311,11 +327,10 @@ class StoreImportForm(forms.Form):
         has_file, has_path = bool(data.get("source_file")), bool((data.get("source_path") or "").strip())
         if has_file == has_path:
             raise forms.ValidationError("Give exactly one source: upload a file or type a path on the server.")
-        if not data.get("session"):
-            if not data.get("owner"):
+        if not data.get("session") and not data.get("owner"):
+            if self.user is None:
                 self.add_error("owner", "Choose who owns the new session.")
-            if not data.get("registered_model"):
-                self.add_error("registered_model", "Choose the model of the new session.")
+            data["owner"] = self.user  # the admin importing it
         return data
 
 
@@ -373,7 +388,7 @@ class SessionStoreAdmin(SessionTitleAdmin):
         """Import an exported store (``agentcore.import_agent_database``) as a session."""
         if not self.has_change_permission(request):
             raise PermissionDenied
-        form = StoreImportForm(request.POST or None, request.FILES or None)
+        form = StoreImportForm(request.POST or None, request.FILES or None, user=request.user)
         if request.method == "POST" and form.is_valid():
             try:
                 session = self._import(form.cleaned_data)
@@ -410,8 +425,7 @@ class SessionStoreAdmin(SessionTitleAdmin):
             with open(name, "wb") as out:
                 for chunk in upload.chunks():
                     out.write(chunk)
-            title = options["title"] or f"Imported {Path(upload.name).stem}"[:200]
-            return store_admin.store_import(source=name, **{**options, "title": title})
+            return store_admin.store_import(source=name, **options)
 
     @admin.display(description="Store")
     def store_file(self, obj: SessionStore) -> str:

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from django import forms
 from django.http import QueryDict
+from django.urls import reverse
 
+from agentcore.inputs import IMAGE_MIME_TYPES, MAX_IMAGE_BYTES
 from studio.models import Effort, Mode, PermissionPolicy, RegisteredModel, ToolIsolation
 from studio.selectors import default_model_for, registered_models
 
 MAX_PROMPT_CHARS = 200_000
+#: Images per message (each at most the runtime's ``MAX_IMAGE_BYTES``, 20 MB): they are kept in
+#: the session's store with the message and sent with every later request of its context.
+MAX_IMAGES = 4
+#: The composer's file picker: the image types the runtime accepts.
+IMAGE_ACCEPT = ",".join(IMAGE_MIME_TYPES)
 
 
 class ModelChoice(forms.ModelChoiceField):
@@ -52,23 +60,64 @@ class NewSessionForm(forms.Form):
         field = self.fields["registered_model"]
         assert isinstance(field, ModelChoice)
         field.queryset = registered_models()
+        # Picking a model checks that its endpoint answers (studio.endpoint_check), at once.
+        field.widget.attrs.update(
+            {
+                "hx-get": reverse("studio:model_check"),
+                "hx-trigger": "load, change",
+                "hx-target": "#endpoint-check",
+                "hx-swap": "innerHTML",
+            }
+        )
         default = default_model_for(user)
         if default is not None:
             field.initial = default.pk
 
 
 class PromptForm(forms.Form):
-    prompt = forms.CharField(max_length=MAX_PROMPT_CHARS, strip=False)
+    """A message from the composer: text, images (``images`` files, SPEC I1), or both."""
+
+    prompt = forms.CharField(max_length=MAX_PROMPT_CHARS, strip=False, required=False)
     agent = forms.ChoiceField(choices=Mode.choices, required=False)
     effort = forms.ChoiceField(choices=Effort.choices, required=False)
     # While the agent works: queue it (default) or steer the running turn with it.
     mode = forms.ChoiceField(choices=[("follow_up", "Queue"), ("steer", "Steer")], required=False)
 
-    def clean_prompt(self) -> str:
-        prompt: str = self.cleaned_data["prompt"]
-        if not prompt.strip():
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        data["images"] = prompt_images(self.files.getlist("images") if self.files else [])
+        if not (data.get("prompt") or "").strip() and not data["images"]:
             raise forms.ValidationError("Write a message first.")
-        return prompt
+        return data
+
+
+def prompt_images(files: list[Any]) -> list[dict[str, str]]:
+    """Uploaded images as the runtime takes them (``{data: base64, mime_type}``), each checked
+    as the runtime checks it (I1: PNG, JPEG, GIF or WebP by its bytes, at most
+    ``MAX_IMAGE_BYTES``), at most ``MAX_IMAGES``. An error names the file and the limit."""
+    from agentcore.inputs import check_image_data, image_mime_type
+
+    if len(files) > MAX_IMAGES:
+        raise forms.ValidationError(f"At most {MAX_IMAGES} images per message ({len(files)} attached).")
+    images = []
+    for upload in files:
+        name = str(getattr(upload, "name", "") or "image")
+        if upload.size > MAX_IMAGE_BYTES:
+            size = upload.size / 1024 / 1024
+            raise forms.ValidationError(
+                f"Image {name!r} is {size:.1f} MB: the limit is {MAX_IMAGE_BYTES // 1024 // 1024} MB per image."
+            )
+        raw = upload.read()
+        mime = image_mime_type(raw[:16])
+        if mime is None:
+            raise forms.ValidationError(f"{name!r} is not a PNG, JPEG, GIF or WebP image.")
+        data = base64.b64encode(raw).decode("ascii")
+        try:
+            check_image_data(data, mime)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Image {name!r}: {exc}") from None
+        images.append({"data": data, "mime_type": mime})
+    return images
 
 
 class InputIdForm(forms.Form):
@@ -83,6 +132,35 @@ class ForkForm(forms.Form):
     entry_id = forms.CharField(max_length=200)
 
 
+class CompactForm(forms.Form):
+    """Compact now (SPEC C3): optional instructions for the summary."""
+
+    instructions = forms.CharField(required=False, max_length=20_000, strip=True)
+
+
+class ResendForm(forms.Form):
+    """Retry a failed turn or regenerate the last answer: the prompt's entry, and optionally
+    another of the session's models to run it on."""
+
+    entry_id = forms.CharField(max_length=200)
+    model = forms.IntegerField(required=False, min_value=1)
+
+
+class EditForm(forms.Form):
+    """Edit and resend a past prompt: its entry, the new text (``first``: the conversation's
+    first message, which has nothing before it to fork from)."""
+
+    entry_id = forms.CharField(max_length=200)
+    prompt = forms.CharField(max_length=MAX_PROMPT_CHARS, strip=False)
+    first = forms.BooleanField(required=False)
+
+    def clean_prompt(self) -> str:
+        prompt: str = self.cleaned_data["prompt"]
+        if not prompt.strip():
+            raise forms.ValidationError("Write a message first.")
+        return prompt
+
+
 class ResetForm(forms.Form):
     handoff = forms.CharField(required=False, max_length=200_000, strip=True)
 
@@ -94,6 +172,7 @@ class ConfigureForm(forms.Form):
     expected_version = forms.IntegerField(min_value=0)
     model = forms.IntegerField(required=False, min_value=1)
     effort = forms.ChoiceField(choices=Effort.choices, required=False)
+    web_search = forms.ChoiceField(choices=[("auto", "auto"), ("on", "on"), ("off", "off")], required=False)
 
 
 class PlanDecisionForm(forms.Form):

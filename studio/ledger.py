@@ -79,6 +79,33 @@ def read_usage_ledger(store_path: str, after: int = 0) -> list[LedgerRow]:
     return out
 
 
+def read_first_prompt(store_path: str | Path) -> str:
+    """The first message a person wrote in the store's main conversation ("" when none): what
+    names an imported session, read the same read-only way (the entries table, schema v1)."""
+    path = Path(store_path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return ""
+    try:
+        conn = _connect(path)
+    except sqlite3.DatabaseError:
+        return ""
+    try:
+        rows = conn.execute("SELECT payload FROM entries WHERE kind = 'message' ORDER BY pos LIMIT 500").fetchall()
+    except sqlite3.DatabaseError:  # not a store: agentcore's import says so
+        return ""
+    finally:
+        conn.close()
+    for (payload,) in rows:
+        data = json.loads(payload)
+        message = data.get("message") if isinstance(data, dict) else None
+        if not isinstance(message, dict) or message.get("role") != "user" or data.get("synthetic"):
+            continue
+        text = " ".join(str(c.get("text", "")) for c in message.get("content") or [] if c.get("type") == "text")
+        if text.strip():
+            return text
+    return ""
+
+
 def read_postgres_usage_ledger(cursor: Any, schema: str, store: str, after: int = 0) -> list[LedgerRow]:
     """The usage rows of the PostgreSQL store ``store`` after commit ``after`` (``pos`` is the
     row's commit seq); empty when the schema or the store does not exist yet."""

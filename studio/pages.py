@@ -17,8 +17,10 @@ from typing import Any
 
 from studio import rendering, selectors, text_stream, trace, trace_records
 from studio.confinement import confinement_of
+from studio.demo_prompts import Suggestion, suggestions
 from studio.host.contract import HostState, Regions, live_prefix
 from studio.host.live import DELIVERY_PREFIX, LiveBlock, message_text
+from studio.model_capabilities import capabilities
 from studio.models import Effort, PermissionPolicy, SessionKind, StudioSession
 from studio.stores import location_of
 from studio.trace import code_mode_runs
@@ -26,6 +28,9 @@ from studio.trace import code_mode_runs
 #: What a host keeps for one view between pushes (``View.cache``): rows and contexts that change
 #: only with the session's settings, keyed by what they depend on.
 Cache = dict[Any, Any]
+
+#: The composer's web search menu (SPEC P2 per conversation: ``configure`` web_search).
+WEB_SEARCH_CHOICES = (("auto", "auto"), ("on", "on"), ("off", "off"))
 
 #: Settled turns a page shows at first; older ones load on request ("Show earlier").
 CONVERSATION_WINDOW = 40
@@ -49,9 +54,12 @@ def live_turn(state: HostState) -> dict[str, Any] | None:
         return None
     live = {**state.live, "blocks": [LiveBlock(**b) for b in state.live["blocks"]]}
     live["prompt"] = None if live.get("resumed") else live.get("prompt")
+    live["session_id"] = state.session_id
+    live.setdefault("images", [])
     first = next(iter(state.live_transcript), None)
     if first is not None and not live.get("resumed") and first.get("role") == "user":
         text = message_text(first)
+        live["images"] = rendering.image_refs(first)
         if first.get("synthetic"):
             live["prompt"] = None
             if text.startswith(DELIVERY_PREFIX):
@@ -200,6 +208,8 @@ def controls_context(session: StudioSession, state: HostState, cache: Cache | No
         )
     status = context.get("status") or "idle"
     running = state.running
+    in_use = current_model or root.registered_model
+    abilities = cached(cache, ("capabilities", in_use.pk), lambda: capabilities(in_use))
     return {
         "context_status": status,
         "busy": running or status in ("running", "queued"),
@@ -210,7 +220,10 @@ def controls_context(session: StudioSession, state: HostState, cache: Cache | No
             "model_id": (configured.get("model_id") if configured else None) or root.registered_model.model_id,
             "model_pk": current_model.pk if current_model is not None else None,
             "label": current_model.display_name if current_model is not None else configured.get("model_id", ""),
+            "web_search": config.get("web_search") or "auto",
         },
+        "capabilities": abilities,
+        "web_search_choices": WEB_SEARCH_CHOICES,
         "model_choices": choices,
         # The header names the model the next request runs on (a switch changes it), not the
         # model the session was created with.
@@ -235,7 +248,8 @@ def _status_of(session: StudioSession, state: HostState) -> tuple[str, str]:
 
 
 def conversation_context(session: StudioSession, state: HostState) -> dict[str, Any]:
-    """The conversation: the newest settled turns (a window) and the live turn."""
+    """The conversation: the newest settled turns (a window) and the live turn (or, in an
+    empty demo session, the demo's prompts to try)."""
     live = live_turn(state)
     turns = rendering.transcript_turns(state.settled_transcript)
     total = len(turns)
@@ -244,6 +258,7 @@ def conversation_context(session: StudioSession, state: HostState) -> dict[str, 
     _attach_timings(session, window)
     _attach_notices(session, turns, window)
     return {
+        "suggestions": _suggestions(session, state) if not turns and live is None else [],
         "turns": window,
         "turns_first": first,
         "turns_total": total,
@@ -252,6 +267,16 @@ def conversation_context(session: StudioSession, state: HostState) -> dict[str, 
         "live_prefix": live_prefix(live["request_id"]) if live else "",
         "code_mode_runs": code_mode_runs(state.snapshot),
     }
+
+
+def _suggestions(session: StudioSession, state: HostState) -> list[Suggestion]:
+    """The demo's prompts for an empty demo session, each checked against its tools."""
+    root = session.root or session
+    if not root.registered_model.is_demo or session.read_only:
+        return []
+    choice = ((state.context() or {}).get("config") or {}).get("web_search") or "auto"
+    searching = choice == "on" or (choice == "auto" and capabilities(root.registered_model).web_search_default)
+    return suggestions(state.snapshot, web_search=searching)
 
 
 def turns_page(session: StudioSession, state: HostState, start: int, end: int) -> dict[str, Any]:
@@ -429,7 +454,7 @@ def render_regions(
         )
     if "pending" in names and "pending" not in context:
         context.update(pending_context(session, state))
-    if {"controls", "config", "records"} & set(names):
+    if {"controls", "config", "records", "conversation"} & set(names):
         context.update(controls_context(session, state, cache))
     if "tasks" in names:
         context.update(tasks_context(session, state))

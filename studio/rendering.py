@@ -159,27 +159,64 @@ def plan_items(plan: str) -> list[PlanItem]:
 # --- conversation items -----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """An image of a user message in the store: the message's entry and its place among the
+    message's images (``studio:session_image`` serves it from the store)."""
+
+    entry_id: str
+    index: int
+    mime_type: str
+
+
 @dataclass(slots=True)
 class Turn:
     """One user message and everything the agent did in reply (a section of the conversation).
 
     ``fork_entry`` is the committed entry of the turn's last message: a fork from it keeps the
     whole turn (``fork`` takes an entry id from ``read_transcript(entry_ids=True)``).
+    ``before_entry`` is the entry just before the user message (editing the prompt forks from
+    it; None for the conversation's first message).
     """
 
     key: str
     prompt: str | None
     blocks: list[LiveBlock] = field(default_factory=list)
     notice: dict[str, str] | None = None
-    images: int = 0
+    images: list[ImageRef] = field(default_factory=list)
     fork_entry: str | None = None
+    before_entry: str | None = None
+    prompt_entry: str | None = None  # the user message's own entry (Retry, Regenerate, Edit)
     index: int = 0
 
+    @property
+    def answer(self) -> str:
+        """The reply's text, as the model wrote it (Markdown): what "Copy" copies."""
+        return "\n\n".join(b.text for b in self.blocks if b.kind == "text" and b.text)
 
-def _user_text(message: dict[str, Any]) -> tuple[str, int]:
-    texts = [c.get("text", "") for c in message.get("content", []) if c.get("type") == "text"]
-    images = sum(1 for c in message.get("content", []) if c.get("type") == "image")
-    return "\n".join(texts), images
+
+def image_refs(message: dict[str, Any]) -> list[ImageRef]:
+    """The images of a stored user message (none before the store gave it an entry id)."""
+    entry_id = message.get("entry_id")
+    images = [c for c in message.get("content", []) if c.get("type") == "image"]
+    if not entry_id:
+        return []
+    return [ImageRef(str(entry_id), n, str(c.get("mime_type") or "")) for n, c in enumerate(images)]
+
+
+def _user_text(message: dict[str, Any]) -> str:
+    return "\n".join(c.get("text", "") for c in message.get("content", []) if c.get("type") == "text")
+
+
+def summary_of(message: dict[str, Any]) -> str:
+    """The summary a compaction wrote (the text of its summary message)."""
+    from agentcore.compaction.plan import summary_text_of
+    from agentcore.messages import message_from_dict
+
+    try:
+        return summary_text_of(message_from_dict(message)) or ""
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 def synthetic_kind(message: dict[str, Any], text: str) -> str | None:
@@ -217,8 +254,8 @@ def _synthetic_block(kind: str, text: str, key: str) -> LiveBlock:
         return LiveBlock(
             key=key, kind="notice", status="warning", text=f"Plan rejected: {note}" if note else "Plan rejected."
         )
-    if kind == "summary":
-        return LiveBlock(key=key, kind="notice", status="info", text="Earlier messages were compacted into a summary.")
+    if kind == "summary":  # the divider of a compaction, its summary collapsed (``text``: filled by the caller)
+        return LiveBlock(key=key, kind="compaction", status="done")
     if kind == "delivery":
         return LiveBlock(key=key, kind="notice", status="info", text=text.split("]", 1)[0].lstrip("[") + ".")
     if kind == "handoff":
@@ -294,13 +331,14 @@ def transcript_turns(
     tool_timings = tool_timings or {}
     turns: list[Turn] = []
     tools: dict[str, LiveBlock] = {}
+    searches: dict[str, LiveBlock] = {}
     current: Turn | None = None
     continuation = _Continuation()
     for m_index, message in enumerate(transcript):
         role = message.get("role")
         entry_id = message.get("entry_id")
         if role == "user":
-            text, images = _user_text(message)
+            text = _user_text(message)
             synthetic = synthetic_kind(message, text)
             if synthetic == "continued" and current is not None:
                 continuation.interrupted(current, _synthetic_block(synthetic, text, f"m{m_index}-syn"))
@@ -310,12 +348,20 @@ def transcript_turns(
                 if current is None:  # a compaction summary or a handoff opens the context
                     current = Turn(key=f"t{m_index}", prompt=None, index=len(turns))
                     turns.append(current)
-                continuation.add(current, _synthetic_block(synthetic, text, f"m{m_index}-syn"))
+                block = _synthetic_block(synthetic, text, f"m{m_index}-syn")
+                if block.kind == "compaction":
+                    block.text = summary_of(message) or text
+                continuation.add(current, block)
                 current.fork_entry = entry_id or current.fork_entry
                 continue
             continuation.flush(current)
             current = Turn(
-                key=f"t{m_index}", prompt=text if synthetic is None else None, images=images, index=len(turns)
+                key=f"t{m_index}",
+                prompt=text if synthetic is None else None,
+                images=image_refs(message),
+                index=len(turns),
+                before_entry=transcript[m_index - 1].get("entry_id") if m_index else None,
+                prompt_entry=entry_id if synthetic is None else None,
             )
             if synthetic == "delivery":
                 current.blocks.append(_synthetic_block(synthetic, text, f"m{m_index}-syn"))
@@ -349,6 +395,13 @@ def transcript_turns(
                     )
                     tools[call_id] = tool
                     continuation.add(current, tool)
+                elif kind == "native":
+                    search = native_search(block.get("payload") or {}, searches, key)
+                    if search is not None:
+                        continuation.add(current, search)
+            if message.get("sources"):
+                sources = [dict(s) for s in message["sources"] if isinstance(s, dict) and s.get("url")]
+                continuation.add(current, LiveBlock(key=f"m{m_index}-src", kind="sources", sources=sources))
             # A stop the person asked for is not a failure: the run's one "Stopped" notice says it.
             if message.get("error_message") and message.get("stop_reason") == "error":
                 continuation.settle_error(current)
@@ -370,6 +423,45 @@ def transcript_turns(
         elif run_notices[-1] and turns:
             turns[-1].notice = run_notices[-1]
     return turns
+
+
+def native_search(payload: dict[str, Any], searches: dict[str, LiveBlock], key: str) -> LiveBlock | None:
+    """A web search from the provider-native content stored with an answer (P2), as the live
+    turn showed it: a Responses ``web_search_call``, or Anthropic's ``server_tool_use`` (the
+    query; a new block) and ``web_search_tool_result`` (its results: fills that block in)."""
+    kind = payload.get("type")
+    if kind == "web_search_call":
+        action = payload.get("action") or {}
+        failed = payload.get("status") == "failed"
+        return LiveBlock(
+            key=key,
+            kind="search",
+            tool_call_id=str(payload.get("id") or ""),
+            text=str(action.get("query") or ""),
+            status="failed" if failed else "success",
+            result="web search failed" if failed else "",
+            sources=[{"url": s["url"]} for s in action.get("sources") or [] if isinstance(s, dict) and s.get("url")],
+        )
+    if kind == "server_tool_use" and payload.get("name") == "web_search":
+        query = (payload.get("input") or {}).get("query") if isinstance(payload.get("input"), dict) else None
+        block = LiveBlock(
+            key=key, kind="search", tool_call_id=str(payload.get("id") or ""), text=str(query or ""), status="success"
+        )
+        searches[block.tool_call_id] = block
+        return block
+    if kind == "web_search_tool_result":
+        found = searches.get(str(payload.get("tool_use_id") or ""))
+        content = payload.get("content")
+        if found is not None and isinstance(content, list):
+            found.sources = [
+                {"url": r["url"], "title": r.get("title") or ""}
+                for r in content
+                if isinstance(r, dict) and r.get("url")
+            ]
+        elif found is not None:
+            found.status = "failed"
+            found.result = str((content or {}).get("error_code") or "failed") if isinstance(content, dict) else "failed"
+    return None
 
 
 def generation_of(transcript: list[dict[str, Any]]) -> str:
@@ -419,7 +511,11 @@ def block_context(
     return {
         "b": block,
         "dom_id": f"{dom_prefix}-{block.key}",
-        "html": (html if html is not None else render_markdown(block.text)) if block.kind == "text" else "",
+        "html": (html if html is not None else render_markdown(block.text))
+        if block.kind == "text"
+        else render_markdown(block.text)
+        if block.kind == "compaction"
+        else "",
         "key_arg": key_arg,
         "args_json": pretty_json(block.arguments) if block.kind == "tool" and code_run is None else "",
         "code_run": code_run,

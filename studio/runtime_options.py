@@ -9,8 +9,10 @@ the host only asks for them: ``session_options(registry)`` when it opens a store
 Settings (docs/studio.md); each accepts the environment variable's text or, in a settings
 module of your own, the Python value:
 
-- ``STUDIO_CODE_MODE``: off (default), on (``1``/``on``/``true``/``{}``: the defaults), or the
-  limits as JSON ``{"memory_limit_bytes": …, "timeout_ms": …}``.
+- ``STUDIO_CODE_MODE``: ``demo`` (default: on for sessions on the offline demo model, whose
+  scripts call only the session's own tools, when the ``codemode`` extra is installed; off for
+  every other session), off, on (``1``/``on``/``true``/``{}``: the defaults), or the limits as
+  JSON ``{"memory_limit_bytes": …, "timeout_ms": …}``.
 - ``STUDIO_CATALOGS``: MCP servers as JSON, ``[{"id", "command"|"url", "args", "env", "cwd",
   "headers", "connect_timeout", "allowed_tools", "descriptors"?}, …]``, or the dotted path of a
   function returning the catalogs (``AgentToolCatalog`` objects, or such dicts).
@@ -54,11 +56,12 @@ REMOTE_ID = "studio-worker"
 REMOTE_LABEL = "Worker process (confined to the session's working directory)"
 
 
-def session_options(registry: Any, confinement: ToolConfinement | None = None) -> dict[str, Any]:
+def session_options(registry: Any, confinement: ToolConfinement | None = None, *, demo: bool = False) -> dict[str, Any]:
     """``create_agent(session=...)`` for a session's main conversation. ``registry`` is the
     host's one ``AgentRegistry`` built from ``STUDIO_EXTENSIONS``; ``confinement`` says where
     the session's tools run: a confined session gets its sandbox (or no environment: local,
     read-only tools), never ``STUDIO_ENVIRONMENT``, which is for sessions on the server.
+    ``demo``: the session is on the offline demo model (``STUDIO_CODE_MODE=demo``).
 
     Catalogs and the environment are built anew for every store the host opens (a catalog's
     connection and an environment's worker belong to one runtime)."""
@@ -69,7 +72,7 @@ def session_options(registry: Any, confinement: ToolConfinement | None = None) -
             "max_agents": int(settings.STUDIO_MAX_SUBAGENTS),
         },
     }
-    code_mode = code_mode_option()
+    code_mode = code_mode_option(demo=demo)
     if code_mode is not None:
         options["code_mode"] = code_mode
     catalogs = catalog_options()
@@ -113,12 +116,16 @@ def check_settings() -> None:
 # --- code mode ------------------------------------------------------------------------------
 
 
-def code_mode_option() -> dict[str, Any] | None:
-    """``session.code_mode`` from ``STUDIO_CODE_MODE``, validated by agentcore; None when off."""
-    raw = getattr(settings, "STUDIO_CODE_MODE", "")
+def code_mode_option(*, demo: bool = False) -> dict[str, Any] | None:
+    """``session.code_mode`` from ``STUDIO_CODE_MODE``, validated by agentcore; None when off
+    (``demo``, the default: on with the defaults for a session on the offline demo model, so a
+    newcomer sees a code-mode script; off for the others and without the ``codemode`` extra)."""
+    raw = getattr(settings, "STUDIO_CODE_MODE", "demo")
     value: Any
     if raw is None or raw is False:
         return None
+    if isinstance(raw, str) and raw.strip().lower() == "demo":
+        return {} if demo and _importable("quickjs") else None
     if raw is True:
         value = {}
     elif isinstance(raw, str):
@@ -132,14 +139,14 @@ def code_mode_option() -> dict[str, Any] | None:
                 value = json.loads(text)
             except ValueError:
                 raise ImproperlyConfigured(
-                    "STUDIO_CODE_MODE must be on, off, or the limits as a JSON object "
+                    "STUDIO_CODE_MODE must be demo, on, off, or the limits as a JSON object "
                     '{"memory_limit_bytes": ..., "timeout_ms": ...}; it is neither a switch nor JSON'
                 ) from None
     else:
         value = raw
     if not isinstance(value, dict):
         raise ImproperlyConfigured(
-            f"STUDIO_CODE_MODE must be on, off, or a JSON object of limits; got {type(value).__name__}"
+            f"STUDIO_CODE_MODE must be demo, on, off, or a JSON object of limits; got {type(value).__name__}"
         )
     _validate("code_mode", value, "STUDIO_CODE_MODE")
     return dict(value)

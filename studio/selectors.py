@@ -12,6 +12,7 @@ from django.db.models import Case, Count, Q, QuerySet, Sum, Value, When
 from django.http import Http404
 
 from studio.host.contract import HostError, SessionConfig
+from studio.host.live import STEER_MISSED
 from studio.models import (
     Approval,
     Provider,
@@ -223,13 +224,15 @@ def run_notices(session_id: str, prompts: set[str] | None = None) -> dict[str, l
             notice = {"level": "stopped", "title": "Stopped", "code": "", "text": "Cancelled by an admin."}
         elif run.status == RunStatus.ABORTED:
             notice = {"level": "stopped", "title": "Stopped", "code": "", "text": ""}
-        elif dropped := [r for r in run.retries if r.get("kind") == "dropped"]:
+        elif dropped := [r for r in run.retries if r.get("kind") in ("dropped", "connect")]:
             notice = {
                 "level": "info",
                 "title": f"Recovered after {len(dropped)} network retr{'y' if len(dropped) == 1 else 'ies'}",
                 "code": "",
                 "text": str(dropped[-1].get("reason") or ""),
             }
+        elif run.mode == "steer" and run.status != RunStatus.PLACED:
+            notice = {"level": "info", "title": "Sent as the next message", "code": "", "text": STEER_MISSED}
         else:
             notice = None
         notices.setdefault(run.prompt, []).append(notice)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -16,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
+from agentcore.demo import seed_demo_workspace
 from agentcore.events import ToolEvent
 from studio.confinement import isolation_for_new_session
 from studio.host.live import clip
@@ -71,7 +73,27 @@ def session_create(
     session.store_backend = location.backend
     session.store_path = location.label
     session.save()
+    if registered_model.is_demo and not workdir.strip():
+        # The demo's tools need something to show: a workspace Studio just made for a demo
+        # session gets the demo's sample files (never a folder the person picked).
+        seed_demo_workspace(Path(session.workdir))
     return session
+
+
+def session_copy(session: StudioSession, *, title: str) -> StudioSession:
+    """A new main session with ``session``'s settings and working directory (editing the
+    first message of a conversation: nothing comes before it to fork from)."""
+    root = session.root or session
+    return session_create(
+        owner=root.owner,
+        registered_model=root.registered_model,
+        workdir=root.workdir,
+        permission_policy=root.permission_policy,
+        effort=root.effort,
+        mode=session.mode,
+        title=title,
+        tool_isolation=root.tool_isolation,
+    )
 
 
 def session_preferences_update(session: StudioSession, *, mode: str | None = None, effort: str | None = None) -> None:

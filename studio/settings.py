@@ -263,7 +263,7 @@ STUDIO_MAX_SUBAGENTS = int(os.environ.get("STUDIO_MAX_SUBAGENTS", "4"))
 # work too (a dict of limits, a list of MCP server dicts, a callable).
 # Code mode (needs the codemode extra): off (default), on, or JSON limits
 # {"memory_limit_bytes": ..., "timeout_ms": ...}.
-STUDIO_CODE_MODE = os.environ.get("STUDIO_CODE_MODE", "")
+STUDIO_CODE_MODE = os.environ.get("STUDIO_CODE_MODE", "demo")  # demo | on | off | JSON limits
 # Tool catalogs behind tool_search: JSON MCP servers [{"id", "command"|"url", "args", "env", ...,
 # "allowed_tools": [...]}] or the dotted path of a function returning catalogs. Empty: none.
 STUDIO_CATALOGS = os.environ.get("STUDIO_CATALOGS", "")

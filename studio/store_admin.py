@@ -8,6 +8,7 @@ writes to Studio's own rows are ``studio.services``'.
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 from asgiref.sync import async_to_sync
@@ -21,8 +22,9 @@ from agentcore import cancel_agent_conversation
 from studio.extensions import build_registry
 from studio.host.contract import HostError
 from studio.host.routing import get_host_client
+from studio.ledger import read_first_prompt
 from studio.models import RegisteredModel, Run, RunStatus, SessionStatus, StudioSession, ToolCall
-from studio.services import session_create
+from studio.services import session_create, title_from, usage_sync
 from studio.stores import StoreConfigError, location_of, require_reachable, sessions_dir
 from studio.workspaces import WorkdirError
 
@@ -88,6 +90,7 @@ def store_import(
         raise StoreAdminError(f"No file at {source_path}.")
     created = session is None
     if session is None:
+        registered_model = registered_model or model_of_store(source_path)
         if owner is None or registered_model is None:
             raise StoreAdminError("Choose the owner and the model of the new session.")
         try:
@@ -98,7 +101,7 @@ def store_import(
                 permission_policy="workspace",
                 effort="medium",
                 mode="build",
-                title=title or f"Imported {source_path.stem}"[:200],
+                title=title or title_from(read_first_prompt(source_path)) or f"Imported {source_path.stem}"[:200],
             )
         except WorkdirError as exc:
             raise StoreAdminError(f"Working directory: {exc}") from exc
@@ -119,7 +122,30 @@ def store_import(
     StudioSession.objects.filter(pk=session.pk).update(
         status=SessionStatus.IDLE, last_activity=timezone.now(), ledger_pos=0
     )
+    # Its tokens and cost show on the sessions list before anyone opens it: Studio's usage is
+    # a projection of the store's ledger, copied now as a host would when it opens the store.
+    usage_sync(str(session.pk), location.usage_ledger(0))
     return session
+
+
+def model_of_store(source: Path) -> RegisteredModel | None:
+    """The registered model a store was used with (its newest usage row's model id), else the
+    offline demo: what an import preselects when the admin names no model."""
+    from studio.ledger import read_usage_ledger
+    from studio.selectors import registered_models
+
+    models = registered_models()
+    try:
+        ledger = read_usage_ledger(str(source))
+    except sqlite3.DatabaseError:  # not a store: agentcore's import says so
+        ledger = []
+    for row in reversed(ledger):
+        model_id = str(row.payload.get("model") or "")
+        found = models.filter(provider="demo").first() if model_id == "demo" else None
+        found = found or (models.filter(model_id=model_id).first() if model_id else None)
+        if found is not None:
+            return found
+    return models.filter(provider="demo").first()
 
 
 def store_cancel_offline(session: StudioSession) -> dict[str, list[str]]:

@@ -27,6 +27,11 @@ app_patterns = (
         path("sessions/<uuid:session_id>/fork/", views.session_fork, name="session_fork"),
         path("sessions/<uuid:session_id>/reset/", views.session_reset, name="session_reset"),
         path("sessions/<uuid:session_id>/configure/", views.session_configure, name="session_configure"),
+        path("sessions/<uuid:session_id>/compact/", views.session_compact, name="session_compact"),
+        path("sessions/<uuid:session_id>/resend/", views.session_resend, name="session_resend"),
+        path("sessions/<uuid:session_id>/edit/", views.session_edit, name="session_edit"),
+        path("sessions/<uuid:session_id>/image/", views.session_image, name="session_image"),
+        path("models/check/", views.model_check, name="model_check"),
         path("sessions/<uuid:session_id>/turns/", views.session_turns, name="session_turns"),
         path("sessions/<uuid:session_id>/tasks/", views.session_tasks, name="session_tasks"),
         path(

@@ -22,12 +22,15 @@ from django.views.decorators.http import require_GET, require_POST
 
 from studio import pages, selectors, services
 from studio.forms import (
+    CompactForm,
     ConfigureForm,
+    EditForm,
     ForkForm,
     InputIdForm,
     NewSessionForm,
     PlanDecisionForm,
     PromptForm,
+    ResendForm,
     ResetForm,
     TaskIdForm,
     parse_answers,
@@ -82,9 +85,23 @@ async def session_detail(request: HttpRequest, session_id: Any) -> HttpResponse:
             "effort_choices": Effort.choices,
             "host_error": host_error,
             "ring": _ring(context),
+            **_composer_limits(),
         }
     )
     return await sync_to_async(render)(request, "studio/session_detail.html", context)
+
+
+def _composer_limits() -> dict[str, Any]:
+    """What the composer says and checks before sending images (the runtime's limits, I1)."""
+    from agentcore.inputs import MAX_IMAGE_BYTES
+    from studio.forms import IMAGE_ACCEPT, MAX_IMAGES
+
+    return {
+        "image_accept": IMAGE_ACCEPT,
+        "max_images": MAX_IMAGES,
+        "max_image_bytes": MAX_IMAGE_BYTES,
+        "max_image_mb": MAX_IMAGE_BYTES // 1024 // 1024,
+    }
 
 
 @require_GET
@@ -168,7 +185,7 @@ def _form_error(form: django_forms.Form) -> str:
 @require_POST
 async def session_prompt(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = await _owned_session(request, session_id)
-    form = PromptForm(request.POST)
+    form = PromptForm(request.POST, request.FILES)
     if not form.is_valid():
         return _command_response(request, session, _form_error(form))
     agent = form.cleaned_data["agent"] or session.mode
@@ -180,6 +197,7 @@ async def session_prompt(request: HttpRequest, session_id: Any) -> HttpResponse:
         prompt=form.cleaned_data["prompt"],
         agent=agent,
         mode=form.cleaned_data["mode"] or "follow_up",
+        **({"images": form.cleaned_data["images"]} if form.cleaned_data["images"] else {}),
     )
 
 
@@ -246,7 +264,12 @@ async def session_fork(request: HttpRequest, session_id: Any) -> HttpResponse:
         fork_id = await get_host_client().call("fork", str(session.pk), entry_id=form.cleaned_data["entry_id"])
     except HostError as exc:
         return _command_response(request, session, exc.message)
-    url = reverse("studio:session_detail", args=[fork_id])
+    return _go_to(request, fork_id)
+
+
+def _go_to(request: HttpRequest, view_id: str) -> HttpResponse:
+    """The page moves to another view (a fork, a new session): htmx follows ``HX-Redirect``."""
+    url = reverse("studio:session_detail", args=[view_id])
     if request.htmx:
         return HttpResponse("", headers={"HX-Redirect": url})
     return HttpResponseRedirect(url)
@@ -272,12 +295,10 @@ async def session_configure(request: HttpRequest, session_id: Any) -> HttpRespon
     arguments: dict[str, Any] = {"expected_version": form.cleaned_data["expected_version"]}
     if form.cleaned_data["effort"]:
         arguments["effort"] = form.cleaned_data["effort"]
+    if form.cleaned_data["web_search"]:
+        arguments["web_search"] = form.cleaned_data["web_search"]
     if form.cleaned_data["model"]:
-        root = session.root or session
-        choices = await sync_to_async(selectors.model_choices)(
-            await RegisteredModel.objects.aget(pk=root.registered_model_id)
-        )
-        chosen = next((m for m in choices if m.pk == form.cleaned_data["model"]), None)
+        chosen = await _switchable_model(session, form.cleaned_data["model"])
         if chosen is None:
             return _command_response(request, session, "That model cannot be used in this session.")
         arguments["provider"] = selectors.provider_name(chosen)
@@ -291,6 +312,106 @@ async def session_configure(request: HttpRequest, session_id: Any) -> HttpRespon
             f'<div class="form-error" role="alert">{escape(exc.message)}</div>' + await _fresh_config(session)
         )
     return _command_response(request, session)
+
+
+async def _switchable_model(session: StudioSession, pk: int) -> RegisteredModel | None:
+    """One of the models this session may switch to (``selectors.model_choices``), by id."""
+    root = session.root or session
+    choices = await sync_to_async(selectors.model_choices)(
+        await RegisteredModel.objects.aget(pk=root.registered_model_id)
+    )
+    return next((m for m in choices if m.pk == pk), None)
+
+
+@require_POST
+async def session_compact(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """Compact now: the session's ``compact`` command, with the person's instructions."""
+    session = await _owned_session(request, session_id)
+    form = CompactForm(request.POST)
+    if not form.is_valid():
+        return _command_response(request, session, _form_error(form))
+    return await _host_command(request, session, "compact", instructions=form.cleaned_data["instructions"])
+
+
+@require_POST
+async def session_resend(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """Retry a failed turn / regenerate the last answer: the same prompt as a new request,
+    on another of the session's models when the form names one."""
+    session = await _owned_session(request, session_id)
+    form = ResendForm(request.POST)
+    if not form.is_valid():
+        return _command_response(request, session, _form_error(form))
+    arguments: dict[str, Any] = {"entry_id": form.cleaned_data["entry_id"]}
+    if form.cleaned_data["model"]:
+        chosen = await _switchable_model(session, form.cleaned_data["model"])
+        if chosen is None:
+            return _command_response(request, session, "That model cannot be used in this session.")
+        arguments.update(provider=selectors.provider_name(chosen), model_id=chosen.model_id or "demo")
+    return await _host_command(request, session, "resend", **arguments)
+
+
+@require_POST
+async def session_edit(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """Edit and resend a past prompt: a fork from before it (or, for the first message, a new
+    session with the same settings) runs the new text; the page moves there."""
+    session = await _owned_session(request, session_id)
+    form = EditForm(request.POST)
+    if not form.is_valid():
+        return _command_response(request, session, _form_error(form))
+    into = None
+    if form.cleaned_data["first"]:
+        copy = await sync_to_async(services.session_copy)(session, title=f"Edit of {session}")
+        into = str(copy.pk)
+    try:
+        view_id = await get_host_client().call(
+            "edit",
+            str(session.pk),
+            entry_id=form.cleaned_data["entry_id"],
+            prompt=form.cleaned_data["prompt"],
+            into=into,
+        )
+    except HostError as exc:
+        return _command_response(request, session, exc.message)
+    return _go_to(request, view_id)
+
+
+@require_GET
+async def session_image(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """An image of a person's message, from the store (``?entry=<entry id>&n=<index>``)."""
+    import base64
+
+    from agentcore.inputs import IMAGE_MIME_TYPES
+
+    session = await _owned_session(request, session_id)
+    try:
+        index = int(request.GET.get("n", "0"))
+    except ValueError:
+        return HttpResponse("n must be a number", status=400)
+    try:
+        image = await get_host_client().call(
+            "image", str(session.pk), entry_id=str(request.GET.get("entry", "")), index=index
+        )
+    except HostError as exc:
+        raise Http404(exc.message) from None
+    if image.get("mime_type") not in IMAGE_MIME_TYPES:
+        raise Http404("No such image.")
+    response = HttpResponse(base64.b64decode(image["data"]), content_type=image["mime_type"])
+    response["Cache-Control"] = "private, max-age=86400, immutable"  # entries are written once
+    return response
+
+
+@require_GET
+async def model_check(request: HttpRequest) -> HttpResponse:
+    """The new-session form's endpoint check for the model it names (``?registered_model=``)."""
+    from studio.endpoint_check import check_endpoint
+
+    try:
+        model = await selectors.registered_models().aget(pk=int(request.GET.get("registered_model", "")))
+    except (ValueError, RegisteredModel.DoesNotExist):
+        return HttpResponse("")
+    check = await check_endpoint(model)
+    css = "ok" if check.ok else "error"
+    return HttpResponse(f'<small class="endpoint-check-result {css}">{escape(check.message)}</small>')
 
 
 async def _fresh_config(session: StudioSession) -> str:

@@ -72,15 +72,18 @@ class BackgroundCompactions:
 
     # --- starting ------------------------------------------------------------------------------
 
-    def command_row(self, target: Context, request_id: str, instructions: str | None) -> TaskRow:
+    def command_row(
+        self, target: Context, request_id: str, instructions: str | None, *, keep_recent: bool = True
+    ) -> TaskRow:
         """The task row of a ``compact`` command: the caller commits it with the command's
-        receipt, then calls ``start``."""
+        receipt, then calls ``start``. ``keep_recent=False`` summarizes the whole context (C3)."""
         log = self.host.view.log(target.conversation_id)
         payload = {
             "kind": KIND,
             "name": KIND,
             "status": "running",
             "instructions": instructions,
+            "keep_recent": keep_recent,
             "target_id": target.target_id,
             "generation": log.compaction_generation,
             "created_ms": log.now_ms(),
@@ -129,8 +132,9 @@ class BackgroundCompactions:
 
     # --- the work --------------------------------------------------------------------------------
 
-    def _plan(self, target: Context) -> tuple[CompactionPlan, TurnConfig, int]:
-        """What a background compaction of ``target`` would summarize now (C4's cut)."""
+    def _plan(self, target: Context, *, force: bool = False) -> tuple[CompactionPlan, TurnConfig, int]:
+        """What a background compaction of ``target`` would summarize now (C4's cut; ``force``:
+        everything, C3)."""
         host = self.host
         log = host.view.log(target.conversation_id)
         op = log.op or host.new_op(log, "compaction-plan", {})
@@ -144,14 +148,14 @@ class BackgroundCompactions:
             reserve_tokens=settings.reserve(window),
             keep_recent_tokens=settings.keep_recent(window),
             max_summary_tokens=max_tokens,
-            force=False,
+            force=force,
         )
         return plan, cfg, max_tokens
 
     async def _run(self, target: Context, task_id: str) -> None:
         log = self.host.view.log(target.conversation_id)
         row = self.host.view.tasks[task_id]
-        plan, cfg, max_tokens = self._plan(target)
+        plan, cfg, max_tokens = self._plan(target, force=row.payload.get("keep_recent") is False)
         running = self._work[task_id] = _Summarizing()
         if plan.oversize or not plan.to_summarize:
             reason = plan.oversize_error() if plan.oversize else None

@@ -1,6 +1,7 @@
 """The demo model's rules: what it answers, decided from the request it received.
 
-Asked about files, it calls ``ls`` then ``read`` and summarises what it saw; asked for Markdown
+Asked about files, it calls ``ls`` then ``read`` and summarises what it saw; asked to compact
+the conversation (C3) it summarises the requests and files the compaction request lists; asked for Markdown
 it answers with a table and a highlighted code block; "… with a checklist" ticks an
 ``update_plan`` checklist visibly, one step at a time; "a long task" reviews the workspace in
 spaced-out tool calls, so a person can steer it (a steer is acknowledged in the next step),
@@ -410,10 +411,40 @@ def _files(body: dict[str, Any], calls: list[Any], outputs: list[Any]) -> list[S
     return _say(body, summary, thought="Summarise the listing and the README.")
 
 
+_COMPACTING = "You are compacting the history"
+_LISTED = re.compile(r"^- (.+)$", re.M)
+
+
+def _summary(user: str) -> list[Step]:
+    """A compaction request (C3): a summary in the prompt's sections, from what the request
+    lists — the user's requests, the files touched and the person's instructions."""
+
+    def section(title: str) -> str:
+        head, _, rest = user.partition(title)
+        return rest.split("\n\n", 1)[0] if head != user else ""
+
+    requests = _LISTED.findall(section("User requests (keep these verbatim):"))
+    files = _LISTED.findall(section("Files touched by tool calls:"))
+    wishes = section("Additional instructions for this summary:").strip()
+    lines = ["## Goal", "Try Studio with the offline demo model.", "", "## User requests"]
+    lines += [f"- {r}" for r in requests] or ["- (none)"]
+    if files:
+        lines += ["", "## Files", *(f"- {f}" for f in files)]
+    if wishes:
+        lines += ["", "## Kept as asked", wishes]
+    lines += ["", "## Unfinished work", "Nothing: this summary was written by the offline demo model."]
+    text = "\n".join(lines)
+    from agentcore.testing.steps import Stop, Text, Usage
+
+    return [Text(text, chunk_size=40), Usage(input=max(1, len(user) // 4), output=max(1, len(text) // 4)), Stop("stop")]
+
+
 def demo_responder(request: RecordedRequest) -> list[Step]:
     """Decide the demo model's next response from the request it received."""
     body = request.json
     user, calls, outputs = _conversation(body)
+    if str(body.get("instructions", "")).startswith(_COMPACTING):
+        return _summary(user)
     tools = _tool_names(body)
     if {"ls", "read"} <= tools and (long_task := _long_task_turn(body, user)) is not None:
         return _long_task(body, *long_task)

@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from agentcore.prompts import load_prompt
 
 MAX_CONNECTION_ATTEMPTS = 10
+#: A request that never reached a server (refused, unreachable, unresolvable, connect timeout):
+#: nothing was lost by failing sooner, and a server that restarts (a local model server, a
+#: proxy rolling over) is back within the ~15 s of backoff five attempts give. A stream that
+#: dropped reached a server that was there a moment ago and keeps the ten of SPEC L2.
+MAX_CONNECT_ATTEMPTS = 5
 MAX_LENGTH_CONTINUATIONS = 2
 MAX_PAUSE_TURNS = 3
 BACKOFF_BASE_S = 0.5
@@ -83,12 +88,15 @@ def lost_call_prompt() -> str:
     return load_prompt("lost_call.md")
 
 
-def exhausted_message(kind: str, count: int, cause: str) -> str:
+def exhausted_message(kind: str, count: int, cause: str, *, endpoint: str | None = None) -> str:
     if kind == "length":
         return (
             f"the reply hit the output limit {count} times in a row; raise the model's max_tokens "
             f"(model attribute max_tokens or the max_tokens option) and try again"
         )
+    if kind == "connect":
+        where = f" to {endpoint}" if endpoint else ""
+        return f"could not connect{where} {count} times in a row; last cause: {cause}"
     if kind == "lost-call":
         return f"the model's tool call was lost {count} times in a row ({cause})"
     return f"the model request was interrupted {count} times in a row; last cause: {cause}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import assert_never
+from typing import Any, Literal, assert_never
 
 from agentcore.compaction.step import CompactionStep
 from agentcore.engine.base import EngineBase, TurnConfig
@@ -21,6 +21,7 @@ from agentcore.engine.fragments import FragmentBuffer, assemble_partial
 from agentcore.engine.interrupted import INTERRUPTED_RESULT
 from agentcore.engine.pump import with_ticks
 from agentcore.engine.retry import (
+    MAX_CONNECT_ATTEMPTS,
     MAX_CONNECTION_ATTEMPTS,
     MAX_LENGTH_CONTINUATIONS,
     MAX_PAUSE_TURNS,
@@ -250,6 +251,7 @@ class TurnEngine(ToolRound, CompactionStep):
         step, attempt = op["step"], op["attempt"]
         buffer = FragmentBuffer(step, attempt, clock=self.clock)
         pending: list[AgentEvent] = []
+        cited: list[dict[str, Any]] = []  # the answer's sources, kept with it (P2)
         streamed_chars = 0
         end: StreamEnd | None = None
         started = self.clock() if span is not None else None
@@ -277,6 +279,7 @@ class TurnEngine(ToolRound, CompactionStep):
                     pending.append(WebSearchEvent(search=event.search))
                 case SourcesFound():
                     pending.append(SourcesEvent(sources=event.sources))
+                    cited.extend(event.sources)
                 case StreamEnd():
                     end = event
                     break
@@ -299,6 +302,7 @@ class TurnEngine(ToolRound, CompactionStep):
         if end is None:  # pragma: no cover - adapters always end with StreamEnd
             end = StreamEnd(AssistantMessage([], stop_reason="error"), None)
         message = end.message
+        message.sources = cited
         # Everything received is settled below in one transaction with the next state.
         async for settled in self._settle_response(op, cfg, message, end, pending, span, timing):
             yield settled
@@ -443,9 +447,12 @@ class TurnEngine(ToolRound, CompactionStep):
                         reason = f"the context is too long for the model: {failure.message}"
                 final = self.finish_failed(op, MODEL_ERROR, reason, commit=commit)
             else:
+                # A request that never reached a server has a shorter budget than a dropped one.
+                kind: Literal["connect", "dropped"] = "connect" if failure.kind == "connect" else "dropped"
+                limit = MAX_CONNECT_ATTEMPTS if kind == "connect" else MAX_CONNECTION_ATTEMPTS
                 budgets.connection += 1
-                if budgets.connection > MAX_CONNECTION_ATTEMPTS:
-                    reason = exhausted_message("dropped", MAX_CONNECTION_ATTEMPTS, failure.message)
+                if budgets.connection > limit:
+                    reason = exhausted_message(kind, limit, failure.message, endpoint=failure.endpoint)
                     final = self.finish_failed(op, MODEL_ERROR, reason, commit=commit)
                 else:
                     if has_content:
@@ -455,10 +462,11 @@ class TurnEngine(ToolRound, CompactionStep):
                         commit.registers.append(self.log.set_op(value))
                     retry = RetryEvent(
                         attempt=budgets.connection,
-                        max_attempts=MAX_CONNECTION_ATTEMPTS,
+                        max_attempts=limit,
                         reason=failure.message,
-                        kind="dropped",
+                        kind=kind,
                         delay_s=backoff_delay(budgets.connection, failure.retry_after),
+                        endpoint=failure.endpoint,
                     )
 
         if final is None:

@@ -18,7 +18,8 @@ from agentcore.messages import AssistantMessage, Message, ToolCall, Usage
 from agentcore.models.attributes import ResolvedModel
 
 FailureKind: TypeAlias = Literal[
-    "connection",  # connect error / reset / disconnect mid-stream (retryable)
+    "connect",  # the request never reached a server: refused, unreachable, DNS, connect timeout (retryable)
+    "connection",  # reset / disconnect after connecting (retryable)
     "status",  # retryable HTTP status: 408, 409, 429, 5xx
     "incomplete",  # stream ended without a terminal event (retryable)
     "provider_aborted",  # provider said aborted, we did not cancel (retryable)
@@ -33,7 +34,7 @@ FailureKind: TypeAlias = Literal[
 ]
 
 RETRYABLE_KINDS: frozenset[str] = frozenset(
-    {"connection", "status", "incomplete", "provider_aborted", "provider_error", "timeout", "overrun"}
+    {"connect", "connection", "status", "incomplete", "provider_aborted", "provider_error", "timeout", "overrun"}
 )
 
 
@@ -43,6 +44,7 @@ class ProviderFailure:
     message: str
     status: int | None = None
     retry_after: float | None = None  # seconds, from Retry-After / retry-after-ms
+    endpoint: str | None = None  # "host:port" a ``connect`` failure could not reach
 
     @property
     def retryable(self) -> bool:

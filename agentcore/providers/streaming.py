@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import socket
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from typing import Protocol
 
@@ -168,6 +170,7 @@ class SSEAdapter:
         response: httpx.Response | None = None
         chunks: AsyncIterator[bytes] | None = None
         failure: ProviderFailure | None = None
+        url = ""
         try:
             try:
                 if guard.aborted:
@@ -264,7 +267,9 @@ class SSEAdapter:
             except _Overrun as exc:
                 failure = ProviderFailure("overrun", str(exc))
             except httpx.ConnectTimeout:
-                failure = ProviderFailure("connection", f"could not connect within {timeouts.connect_s:g} s")
+                failure = connect_failure(url, f"no answer within {timeouts.connect_s:g} s")
+            except httpx.ConnectError as exc:
+                failure = connect_failure(url, connect_reason(exc))
             except httpx.TimeoutException as exc:
                 failure = ProviderFailure("timeout", f"timed out: {type(exc).__name__}")
             except httpx.HTTPError as exc:
@@ -296,3 +301,35 @@ class SSEAdapter:
             f"no stream event for {self.timeouts.idle_s:g} s; keep-alive comments do not count "
             "(stream_timeouts.idle_s)",
         )
+
+
+def connect_failure(url: str, reason: str) -> ProviderFailure:
+    """A request that never reached a server: ``cannot connect to host:port: reason``."""
+    endpoint = endpoint_of(url)
+    return ProviderFailure("connect", f"cannot connect to {endpoint}: {reason}", endpoint=endpoint)
+
+
+def endpoint_of(url: str) -> str:
+    """``host:port`` of ``url`` (the scheme's default port when it names none)."""
+    parsed = httpx.URL(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    host = parsed.host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def connect_reason(exc: BaseException) -> str:
+    """What the OS said about a connect that failed, found down the exception chain (httpx says
+    "All connection attempts failed" above the ``ConnectionRefusedError`` or ``gaierror`` that
+    explains it). Hosts that probe an endpoint themselves use it too, so they say the same."""
+    seen: BaseException | None = exc
+    for _ in range(6):
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused (nothing listens on that port)"
+        if isinstance(seen, socket.gaierror):
+            return f"the host name does not resolve ({seen.strerror or seen})"
+        if isinstance(seen, OSError) and seen.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return "the network or host is unreachable"
+        seen = seen.__cause__ or seen.__context__
+    return str(exc) or type(exc).__name__

@@ -74,6 +74,9 @@ class PromoteCommand(_Command):
 class CompactCommand(_Command):
     type: Literal["compact"]
     instructions: str | None = Field(default=None, max_length=20_000)
+    # True: keep the newest ``keep_recent_tokens`` verbatim (C4's cut); False: summarize the
+    # whole context, as ``/compact`` does (C3) — what a person asking to compact expects.
+    keep_recent: bool = True
 
 
 class ResetCommand(_Command):
@@ -102,11 +105,13 @@ class ConfigureCommand(_Command):
     expected_version: int = Field(ge=0)
     model: ModelRef | None = None
     effort: Effort | None = None
+    # P2 for this conversation's next requests: auto (the model's default), on or off.
+    web_search: Literal["auto", "on", "off"] | None = None
 
     @model_validator(mode="after")
     def _something(self) -> ConfigureCommand:
-        if self.model is None and self.effort is None:
-            raise ValueError("configure needs model and/or effort")
+        if self.model is None and self.effort is None and self.web_search is None:
+            raise ValueError("configure needs model, effort and/or web_search")
         return self
 
 

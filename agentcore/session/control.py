@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, assert_never
 
 from agentcore.compaction.background import BackgroundCompactions
+from agentcore.config import resolve_web_search
 from agentcore.engine.operations import apply_resume, start_op
 from agentcore.engine.turn import TurnEngine
 from agentcore.errors import UNKNOWN_TASK, VERSION_CONFLICT, AgentError, InputValidationError
@@ -283,7 +284,7 @@ class ControlHandlers:
         )
         config = session.config_of(target.conversation_id)
         commit = Commit(registers=writes)
-        if config.get("model") or config.get("effort") is not None:
+        if config.get("model") or config.get("effort") is not None or config.get("web_search"):
             commit.registers.append(RegisterWrite(f"config:{conversation_id}", dict(config, version=0)))
         fork_log = session.view.fork_log(conversation_id, base)
         if session.options.plan_fork == "initial":
@@ -335,6 +336,12 @@ class ControlHandlers:
             value["model"] = choice
         if command.effort is not None:
             value["effort"] = command.effort
+        if command.web_search is not None:
+            value["web_search"] = command.web_search
+        if value.get("web_search") == "on":  # P2: refused where the model cannot search
+            chosen = value.get("model")
+            settings = {"provider": chosen["provider"], "model": chosen["model_id"]} if chosen else {}
+            resolve_web_search(True, session.parts.config.model(settings))
         key = f"config:{target.conversation_id}"
         commit = Commit(registers=[RegisterWrite(key, value, expected_seq=session.view.register_seq(key))])
         receipt = command_receipt(command, "applied", version=version + 1)
@@ -399,7 +406,9 @@ class ControlHandlers:
     # --- background compaction -----------------------------------------------------------------
 
     async def _compact(self, command: CompactCommand, target: Context, digest: str) -> dict[str, Any]:
-        row = self.compactions.command_row(target, command.request_id, command.instructions)
+        row = self.compactions.command_row(
+            target, command.request_id, command.instructions, keep_recent=command.keep_recent
+        )
         receipt = command_receipt(command, "started", task_id=row.task_id)
         record_command(self._log(target), command, digest, receipt, Commit(tasks=[row]))
         self.compactions.start(target, row.task_id)

@@ -404,6 +404,10 @@ class SessionDriver:
             settings.update(provider=config["model"]["provider"], model=config["model"]["model_id"])
         if config.get("effort") is not None:
             settings["effort"] = config["effort"]
+        if config.get("web_search") in ("on", "off"):
+            settings["web_search"] = config["web_search"] == "on"
+        elif config.get("web_search") == "auto":
+            settings.pop("web_search", None)
         op = new_op(
             request_id,
             compaction=compaction,
@@ -505,6 +509,8 @@ class SessionDriver:
             return True
         receipt = log.receipts.get(item["input_id"])
         payload = dict(receipt.payload if receipt else {}, status="running")
+        if item.get("mode") == "steer" and item["kind"] == "input":
+            payload["steer_missed"] = True  # the turn it was for ended before a tool call
         op = self.new_op(log, item["input_id"], {}, mode=item.get("agent"))
         images = [ImageContent(i["data"], i["mime_type"]) for i in item.get("images") or []]
         extra = {"input_id": item["input_id"]}

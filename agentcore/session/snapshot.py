@@ -56,6 +56,7 @@ class ContextConfig(_Model):
     version: int = 0
     model: dict[str, str] | None = None  # {provider, model_id}
     effort: str | None = None
+    web_search: Literal["auto", "on", "off"] | None = None  # None: never configured (= auto)
 
 
 class PlanItemState(_Model):
@@ -112,13 +113,16 @@ class TaskState(_Model):
 class TurnState(_Model):
     """One input's turn. ``reason`` is the error code of a turn that did not complete and
     ``detail`` its full reason; ``usage`` sums every model response of the turn (tool loop,
-    failed retries and in-turn compactions), never another turn's or context's."""
+    failed retries and in-turn compactions), never another turn's or context's.
+    ``steer_missed``: the input was a steer, but the turn it was meant for ended before a tool
+    call, so it ran as the next turn (a host should say so: the person asked for a steer)."""
 
     request_id: str
     target_id: int
     status: str
     reason: str | None = None
     detail: str | None = None
+    steer_missed: bool = False
     usage: UsageTotals = Field(default_factory=UsageTotals)
 
 

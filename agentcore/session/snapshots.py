@@ -131,7 +131,10 @@ class SnapshotBuilder:
             request_id=op["request_id"] if op else None,
             context_usage=ContextUsage(**usage) if usage else None,
             config=ContextConfig(
-                version=int(config.get("version", 0)), model=config.get("model"), effort=config.get("effort")
+                version=int(config.get("version", 0)),
+                model=config.get("model"),
+                effort=config.get("effort"),
+                web_search=config.get("web_search"),
             ),
             queue=[QueuedInput(**input_queue.preview(item)) for item in queue],
             plan=PlanState.model_validate(log.plan),
@@ -298,6 +301,7 @@ class SnapshotBuilder:
                     status=status,
                     reason=final.get("error_code") if status != "completed" else None,
                     detail=final.get("error") if status != "completed" else None,
+                    steer_missed=bool(payload.get("steer_missed")),
                     usage=UsageTotals(**source.ledger.request(request_id)),
                 )
             )

@@ -11,7 +11,7 @@
     if (!ta || ta.id !== "prompt" || e.key !== "Enter" || e.shiftKey || e.isComposing) return;
     e.preventDefault();
     var send = $("#send-button");
-    if (!ta.value.trim() || !send || send.disabled) return;
+    if ((!ta.value.trim() && !imageCount()) || !send || send.disabled) return;
     ta.form.requestSubmit();
   });
 
@@ -28,6 +28,7 @@
   // what the store holds (the real turn), which removes this placeholder: reconciled. A
   // refused or failed request takes the placeholder away and gives the text back.
   function isComposer(e) { return e.detail && e.detail.elt && e.detail.elt.id === "composer"; }
+  function imageCount() { var input = $("#image-input"); return input && input.files ? input.files.length : 0; }
   function busy() {
     var controls = $("#run-controls");
     return !!controls && controls.dataset.busy === "1";
@@ -44,7 +45,8 @@
     if (!isComposer(e)) return;
     var ta = $("#prompt"), conversation = $("#conversation");
     var text = ta ? ta.value : "";
-    if (!text.trim() || !conversation) return;
+    var images = imageCount();
+    if ((!text.trim() && !images) || !conversation) return;
     e.detail.elt.dataset.sentText = text;
     if (busy()) {
       // The agent is working: this message queues (or steers); its chip arrives with the next
@@ -57,12 +59,20 @@
     var turn = document.createElement("section");
     turn.className = "turn live optimistic";
     turn.id = "optimistic-turn";
+    var before = $("#live-turn");  // a turn already live is not the one this send opens
+    turn.dataset.after = before ? before.dataset.requestId || "" : "";
     turn.setAttribute("aria-busy", "true");
     var msg = document.createElement("div");
     msg.className = "user-msg";
     var bubble = document.createElement("div");
     bubble.className = "bubble";
     bubble.textContent = text;
+    if (images) {
+      var attach = document.createElement("span");
+      attach.className = "attach muted";
+      attach.textContent = " + " + images + (images === 1 ? " image" : " images");
+      bubble.appendChild(attach);
+    }
     msg.appendChild(bubble);
     var typing = document.createElement("div");
     typing.className = "typing";
@@ -142,6 +152,10 @@
     if (e.target === scroller()) pinned = nearBottom(e.target);
   }, true);
   document.addEventListener("htmx:wsAfterMessage", function () {
+    // The turn this send opened is live now (its opening push arrived): it takes the
+    // placeholder's place, so the message is on the page once.
+    var optimistic = $("#optimistic-turn"), live = $("#live-turn");
+    if (optimistic && live && live.dataset.requestId !== optimistic.dataset.after) optimistic.remove();
     var el = scroller();
     if (el && pinned) el.scrollTop = el.scrollHeight;
     var title = $("#session-title");  // the first prompt names the session: the tab follows

@@ -26,7 +26,7 @@ from agentcore.events import (
     UsageEvent,
 )
 from agentcore.session.snapshot import SessionSnapshot
-from studio.host.live import OPENING_EVENTS, ContextLive
+from studio.host.live import OPENING_EVENTS, STEER_MISSED, ContextLive
 from studio.host.state import HostedSession, config_versions, touch, view_status, wake
 
 #: Only turns the snapshot still lists can matter for ``ContextLive.ended`` past this many.
@@ -222,7 +222,9 @@ def _open(hs: HostedSession, ctx: ContextLive, request_id: str) -> None:
         context = hs.snapshot_context(ctx.target_id)
         queued = [q for q in context.queue if q.input_id == request_id] if context is not None else []
         agent = (queued[0].agent if queued else None) or "build"
-    ctx.begin(request_id, agent=agent)
+    live = ctx.begin(request_id, agent=agent)
+    if turn is not None and turn.steer_missed:  # the person asked for a steer: say what became of it
+        live.note("notice", STEER_MISSED)
     touch(hs, hs.views.get(ctx.target_id), opening=True, controls=True)
 
 
@@ -255,7 +257,13 @@ def fold_snapshot(hs: HostedSession, snapshot: SessionSnapshot, data: dict[str, 
                 effects.append(RunPlaced(view_id, input_id))
     parts = {name: digest(before) != digest(data) for name, digest in SNAPSHOT_PARTS.items()} if before else None
     versions_changed = previous is None or config_versions(previous) != config_versions(snapshot)
+    compacted = _compactions_changed(previous, snapshot)
     for view in hs.views.values():
+        if view.target_id in compacted:
+            # A background compaction started or ended (C3 "Compact now"): the conversation shows
+            # its divider, and an applied summary changes the context and so the ring.
+            view.dirty.mark(conversation=True, ring=True)
+            _take_context_usage(hs, view.target_id)
         if parts is None:
             view.dirty.mark(controls=True, tasks=True, usage=True, plan=True, records=True, config=True)
             continue
@@ -271,6 +279,25 @@ def fold_snapshot(hs: HostedSession, snapshot: SessionSnapshot, data: dict[str, 
     effects.extend(_statuses(hs))
     wake(hs)
     return effects
+
+
+def _compactions_changed(previous: SessionSnapshot | None, snapshot: SessionSnapshot) -> set[int]:
+    """Conversations whose background compactions started or ended since ``previous``."""
+    if previous is None:
+        return set()
+
+    def running(shot: SessionSnapshot) -> set[tuple[int, str]]:
+        return {(t.target_id, t.task_id) for t in shot.tasks if t.kind == "compaction"}
+
+    return {target for target, _task in running(previous) ^ running(snapshot)}
+
+
+def _take_context_usage(hs: HostedSession, target_id: int) -> None:
+    """The ring follows the snapshot's estimate after a background compaction (no
+    ``context_usage`` event reports the smaller context)."""
+    context = hs.snapshot_context(target_id)
+    if context is not None and context.context_usage is not None and not hs.live(target_id):
+        hs.context(target_id).context_usage = context.context_usage.model_dump()
 
 
 def _controls_part(data: dict[str, Any]) -> Any:

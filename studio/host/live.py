@@ -29,10 +29,12 @@ from agentcore.events import (
     CompactionEvent,
     ContextUsageEvent,
     RetryEvent,
+    SourcesEvent,
     TextDeltaEvent,
     ThinkingDeltaEvent,
     ToolEvent,
     UsageEvent,
+    WebSearchEvent,
 )
 
 #: A tool result longer than this is cut for display (the store keeps the full text).
@@ -51,24 +53,34 @@ OPENING_EVENTS = (
     "approval",
 )
 DELIVERY_PREFIX = "[Background subagent"
+#: A steer whose turn ended before it could join (it ran as the next turn instead, SPEC S2).
+STEER_MISSED = "The turn ended before a tool call, so your steer was sent as the next message."
 
 
 @dataclass(slots=True)
 class LiveBlock:
     key: str
-    kind: str  # text | thinking | tool | retry | notice | steer (a message that joined the turn)
+    # text | thinking | tool | retry | notice | steer (a message that joined the turn) | search
+    # (a web search: ``text`` its query) | sources (what the answer cited) | compaction (``text``
+    # the summary, empty while it is written)
+    kind: str
     text: str = ""
     index: int | None = None
     response: int = 0
     tool_call_id: str = ""
     name: str = ""
     arguments: dict[str, Any] | None = None
-    status: str = ""  # tool: running | ok | error; notice: info | error | warning
+    # tool: running | ok | error; notice: info | error | warning; retry: dropped | connect;
+    # search: running | success | failed; compaction: running | auto | manual
+    status: str = ""
     partial: str = ""
     result: str = ""
     duration_ms: float | None = None
     attempt: int = 0
     max_attempts: int = 0
+    delay_s: float = 0.0  # retry: the backoff before the next attempt
+    endpoint: str = ""  # retry of kind connect: the host:port that could not be reached
+    sources: list[dict[str, Any]] = field(default_factory=list)  # search results, cited sources
 
 
 @dataclass(slots=True)
@@ -98,23 +110,26 @@ class LiveTurn:
             self._tool(event)
         elif isinstance(event, RetryEvent):
             self.boundary = True
-            if event.kind == "dropped":
+            if event.kind in ("dropped", "connect"):
                 block = self._new_block("retry")
+                block.status = event.kind
                 block.attempt = event.attempt
                 block.max_attempts = event.max_attempts
-                block.text = event.reason
+                block.delay_s = event.delay_s
+                block.endpoint = event.endpoint or ""
+                # The block names the endpoint itself: keep only what the OS said.
+                block.text = event.reason.removeprefix(f"cannot connect to {block.endpoint}: ")
         elif isinstance(event, UsageEvent):
             self.boundary = True
         elif isinstance(event, ContextUsageEvent):
             self.context_usage = {"used": event.used, "total": event.total}
             self.context_changed = True
+        elif isinstance(event, WebSearchEvent):
+            self._search(event.search)
+        elif isinstance(event, SourcesEvent):
+            self._sources(event.sources)
         elif isinstance(event, CompactionEvent):
-            block = self._new_block("notice")
-            block.status = "info"
-            if event.phase == "start":
-                block.text = "Auto-compacting the context…" if event.auto else "Compacting the context…"
-            else:
-                block.text = "Context compacted."
+            self._compaction(event)
             self.boundary = True
         elif isinstance(event, ApprovalEvent):
             block = self._new_block("notice")
@@ -151,6 +166,42 @@ class LiveTurn:
                 return
         block = self._new_block(kind, index)
         block.text = delta
+
+    def _search(self, search: dict[str, Any]) -> None:
+        """A web search (P2): one block per search id, updated from running to its outcome."""
+        search_id = str(search.get("id") or "")
+        block = next((b for b in self.blocks if b.kind == "search" and b.tool_call_id == search_id), None)
+        if block is None:
+            block = self._new_block("search")
+            block.tool_call_id = search_id
+        else:
+            self.changed.add(block.key)
+        block.status = str(search.get("status") or block.status or "running")
+        block.text = str(search.get("query") or block.text)
+        block.sources = [dict(s) for s in search.get("sources") or []] or block.sources
+        block.result = str(search.get("error") or "")
+
+    def _sources(self, sources: list[dict[str, Any]]) -> None:
+        """Cited sources join the response's sources block (one per response, links deduplicated)."""
+        block = next((b for b in reversed(self.blocks) if b.kind == "sources" and b.response == self.response), None)
+        if block is None:
+            block = self._new_block("sources")
+        else:
+            self.changed.add(block.key)
+        known = {s.get("url") for s in block.sources}
+        block.sources.extend(dict(s) for s in sources if s.get("url") not in known)
+
+    def _compaction(self, event: CompactionEvent) -> None:
+        """A compaction in the turn: a divider that says it runs, then holds the summary."""
+        block = next((b for b in reversed(self.blocks) if b.kind == "compaction" and b.status == "running"), None)
+        if event.phase == "start" or block is None:
+            block = self._new_block("compaction")
+            block.status = "running"
+        else:
+            self.changed.add(block.key)
+        if event.phase == "end":
+            block.status = "auto" if event.auto else "manual"
+            block.text = event.summary or ""
 
     def _tool(self, event: ToolEvent) -> None:
         call_id = event.tool_call_id

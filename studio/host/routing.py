@@ -48,7 +48,7 @@ log = logging.getLogger("studio.hosts")
 
 HOST_CHANNEL = "studio-host"
 #: Operations that only read: safe to send again when the worker handling them died.
-READS = {"state", "position", "ping", "timeline", "timeline_span"}
+READS = {"state", "position", "ping", "timeline", "timeline_span", "image"}
 
 
 class HostClient(Protocol):
@@ -73,6 +73,10 @@ _OPS = {
     "export",
     "timeline",
     "timeline_span",
+    "compact",
+    "resend",
+    "edit",
+    "image",
 }
 
 

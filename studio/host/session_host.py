@@ -118,8 +118,8 @@ class SessionHost:
             self._layer = get_channel_layer()
         return self._layer
 
-    def session_options(self, confinement: ToolConfinement | None = None) -> dict[str, Any]:
-        return runtime_options.session_options(self.registry, confinement)
+    def session_options(self, confinement: ToolConfinement | None = None, *, demo: bool = False) -> dict[str, Any]:
+        return runtime_options.session_options(self.registry, confinement, demo=demo)
 
     # -- public commands ------------------------------------------------------------------
 
@@ -133,7 +133,13 @@ class SessionHost:
         return self.epoch, view.seq, hs.term
 
     async def prompt(
-        self, view_id: str, *, prompt: str, agent: str = "build", mode: str = "follow_up"
+        self,
+        view_id: str,
+        *,
+        prompt: str,
+        agent: str = "build",
+        mode: str = "follow_up",
+        images: list[dict[str, str]] | None = None,
     ) -> dict[str, str]:
         """Send a prompt: a new turn when idle, a queued follow-up (or a steer) when busy.
 
@@ -147,6 +153,8 @@ class SessionHost:
             if hs.context_status(view.target_id) == "paused":
                 raise HostError("waiting", "Answer the pending review or question first.")
             command: dict[str, Any] = {"type": "submit", "prompt": prompt, "mode": mode}
+            if images:
+                command["images"] = images  # {data: base64, mime_type} (SPEC I1)
             if agent == "plan":
                 if view.target_id != 0:
                     raise HostError("plan_main_only", "Plan mode works in the main conversation; send in Build mode.")
@@ -265,18 +273,88 @@ class SessionHost:
         provider: str | None = None,
         model_id: str | None = None,
         effort: str | None = None,
+        web_search: str | None = None,
     ) -> int:
-        """Model and/or effort for the next request (compare-and-swap on the config version)."""
+        """Model, effort and/or web search (auto / on / off) for the next request
+        (compare-and-swap on the config version)."""
         hs, view = await self._writable_view(view_id)
         command: dict[str, Any] = {"type": "configure", "expected_version": expected_version}
         if provider and model_id:
             command["model"] = {"provider": provider, "model_id": model_id}
         if effort:
             command["effort"] = effort
+        if web_search:
+            command["web_search"] = web_search
         async with hs.lock:
             receipt = await self._control(hs, command, view)
             touch(hs, view, controls=True, config=True, records=True)
             return int(receipt.get("version") or 0)
+
+    async def compact(self, view_id: str, *, instructions: str = "") -> str:
+        """Summarize this conversation's whole context now (SPEC C3, the ``compact`` command with
+        ``keep_recent: false``: a background task; the summary replaces the context at the next
+        input boundary — at once when idle)."""
+        hs, view = await self._writable_view(view_id)
+        command = {"type": "compact", "instructions": instructions or None, "keep_recent": False}
+        async with hs.lock:
+            receipt = await self._control(hs, command, view)
+            touch(hs, view, tasks=True, conversation=True)
+            return str(receipt.get("task_id"))
+
+    async def resend(
+        self, view_id: str, *, entry_id: str, provider: str | None = None, model_id: str | None = None
+    ) -> dict[str, str]:
+        """Send a prompt of this conversation again as a new request (Retry a failed turn,
+        Regenerate the last answer): its text and images as the store has them; on another
+        model first when one is named (``configure`` at the settings version shown now)."""
+        hs, view = await self._writable_view(view_id)
+        message = self._user_message(hs, view, entry_id)
+        if provider and model_id:
+            context = hs.snapshot_context(view.target_id)
+            configured = (context.config.model or {}) if context is not None else {}
+            if configured.get("model_id") != model_id:
+                version = context.config.version if context is not None else 0
+                await self.configure(
+                    view_id, expected_version=version, provider=provider, model_id=model_id
+                )
+        return await self.prompt(view_id, prompt=message["prompt"], images=message["images"] or None)
+
+    async def edit(self, view_id: str, *, entry_id: str, prompt: str, into: str | None = None) -> str:
+        """Edit and resend a past prompt: a fork from the entry before it gets the new text
+        (and the original's images) as its next turn; returns the view that runs it. ``into``:
+        a new session for the conversation's first message, which has nothing to fork from."""
+        hs, view = await self._writable_view(view_id)
+        message = self._user_message(hs, view, entry_id)
+        if into is None:
+            transcript = self._runtime(hs).read_transcript(view.target_id or None, entry_ids=True)
+            index = next(i for i, m in enumerate(transcript) if m.get("entry_id") == entry_id)
+            if index == 0:
+                raise HostError("nothing_before", "The first message has nothing before it to fork from.")
+            into = await self.fork(view_id, entry_id=str(transcript[index - 1]["entry_id"]))
+        await self.prompt(into, prompt=prompt, images=message["images"] or None)
+        return into
+
+    async def image(self, view_id: str, *, entry_id: str, index: int) -> dict[str, str]:
+        """One image of a person's message, from the store (``{data: base64, mime_type}``):
+        the thumbnails a page shows, also after a reload."""
+        hs, view = await self._view(view_id)
+        images = self._user_message(hs, view, entry_id)["images"]
+        if not 0 <= index < len(images):
+            raise HostError("no_image", "No such image.")
+        return dict(images[index])
+
+    def _user_message(self, hs: HostedSession, view: View, entry_id: str) -> dict[str, Any]:
+        """The text and images of a person's message of ``view``'s conversation, by its entry."""
+        for message in self._runtime(hs).read_transcript(view.target_id or None, entry_ids=True):
+            if message.get("entry_id") == entry_id and message.get("role") == "user" and not message.get("synthetic"):
+                content = message.get("content") or []
+                return {
+                    "prompt": "\n".join(c.get("text", "") for c in content if c.get("type") == "text"),
+                    "images": [
+                        {"data": c["data"], "mime_type": c["mime_type"]} for c in content if c.get("type") == "image"
+                    ],
+                }
+        raise HostError("no_message", "That message is no longer in this conversation's context.")
 
     async def start_task(self, view_id: str, *, name: str, task_input: Any = None) -> str:
         """Start a registered durable task by name (commands never carry code)."""
@@ -473,7 +551,7 @@ class SessionHost:
                     options = root.model_options
                     if options.get("provider") == "demo" and not options.get("base_url"):
                         options["base_url"] = self.demo_base_url()
-                    root.session = self.session_options(root.confinement)
+                    root.session = self.session_options(root.confinement, demo=options.get("provider") == "demo")
                     hs = HostedSession(config=root, term=term)
                     for view_id, target_id, kind in await database_sync_to_async(selectors.views_of)(root_id):
                         hs.views[target_id] = View(view_id, target_id, kind=kind)

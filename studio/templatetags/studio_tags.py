@@ -33,6 +33,40 @@ def duration(ms: Any) -> str:
 
 
 @register.filter
+def seconds(value: Any) -> str:
+    """A delay in seconds as a person reads it: ``4 s``, ``0.5 s``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return ""
+    return f"{number:.0f} s" if number >= 1 or number == 0 else f"{number:.1f} s"
+
+
+@register.filter
+def safe_href(url: Any) -> str:
+    """``url`` if it is an http(s) link (a model's source may say anything), else ""."""
+    from urllib.parse import urlsplit
+
+    text = str(url or "").strip()
+    try:
+        scheme = urlsplit(text).scheme.lower()
+    except ValueError:
+        return ""
+    return text if scheme in ("http", "https") else ""
+
+
+@register.filter
+def url_host(url: Any) -> str:
+    """The host a link goes to (shown beside a source's title)."""
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(str(url or "")).hostname or ""
+    except ValueError:
+        return ""
+
+
+@register.filter
 def tokens(value: Any) -> str:
     value = int(value or 0)
     if value < 1000:
@@ -49,12 +83,15 @@ def thousands(value: Any) -> str:
 
 @register.filter
 def money(value: Any) -> str:
+    """US dollars, one rule everywhere: two significant digits under a dollar ($0.0070,
+    $0.010, $0.46), cents above — so a cost never changes precision as it grows past a cent."""
     value = Decimal(str(value or 0))
     if value == 0:
         return "$0"
-    if value < Decimal("0.01"):
-        return f"${value:.4f}"
-    return f"${value:.2f}"
+    if value >= 1:
+        return f"${value:,.2f}"
+    places = max(2, 1 - value.adjusted())  # the decimals that show two significant digits
+    return f"${value:.{places}f}"
 
 
 @register.filter

@@ -234,3 +234,26 @@ def test_every_named_prompt_has_a_rule_that_is_not_the_fallback(monkeypatch: pyt
         }
         said = "".join(s.text for s in demo_responder(request(body)) if isinstance(s, Text | Thinking))
         assert "You said:" not in said, prompt.prompt
+
+
+def test_compact_summarizes_the_conversation_with_the_persons_wishes() -> None:
+    """C3/P3: asked to compact (the request ``build_summary_request`` makes), the demo writes a
+    summary in the sections the compaction prompt asks for — the user's requests, the files
+    touched, the person's instructions — not one of its canned answers."""
+    from agentcore.compaction.plan import build_summary_request
+    from agentcore.messages import AssistantMessage, TextContent, ToolResultMessage, user_text
+    from agentcore.messages import ToolCall as Call
+
+    messages = [
+        user_text("What files are here? Read the README."),
+        AssistantMessage([Call("c1", "read", {"path": "README.md"})]),
+        ToolResultMessage("c1", "read", [TextContent("# Copper Tulips")]),
+        AssistantMessage([TextContent("The README starts with Copper Tulips.")]),
+        user_text("Show me a Markdown sample with a table and some code."),
+    ]
+    system, text = build_summary_request(messages, instructions="keep the README's title")
+    steps = demo_responder(request({"instructions": system, "input": [user(text)]}))
+    summary = "".join(step.text for step in steps if isinstance(step, Text))
+    assert "## User requests" in summary and "What files are here? Read the README." in summary
+    assert "read: README.md" in summary and "keep the README's title" in summary
+    assert "| file |" not in summary and "offline demo" in summary

@@ -223,15 +223,16 @@ async def test_faults_are_classified(fake_server, provider, steps, kind, status,
     assert out.end.message.stop_reason == "error"
 
 
-async def test_connection_refused_is_a_connection_failure(provider) -> None:
-    """L2: nothing listening → connection (retryable), not an exception."""
+async def test_connection_refused_is_a_connect_failure(provider) -> None:
+    """L2/W14: nothing listening → ``connect`` (retryable, naming host and port), not an exception."""
     server = FakeProviderServer()
     await server.start()
     base_url = server.base_url
     await server.stop()
     model = make_model(API, base_url)
     out = await collect(provider, make_request(model))
-    assert out.end.failure is not None and out.end.failure.kind == "connection"
+    assert out.end.failure is not None and out.end.failure.kind == "connect" and out.end.failure.retryable
+    assert out.end.failure.endpoint == base_url.split("//", 1)[1].split("/", 1)[0]
 
 
 async def test_cancellation_mid_stream_closes_the_connection(fake_server, provider) -> None:

@@ -148,7 +148,8 @@ async def test_configure_is_compare_and_swap_and_applies_at_the_next_request(mak
     assert fake_server.requests[1].json["model"] == "bigger-model", "effective at the next request"
     assert fake_server.requests[1].json.get("reasoning_effort") == "low"
     config = last_snapshot(events)["contexts"][0]["config"]
-    assert config == {"version": 1, "model": {"provider": "fake", "model_id": "bigger-model"}, "effort": "low"}
+    model = {"provider": "fake", "model_id": "bigger-model"}
+    assert config == {"version": 1, "model": model, "effort": "low", "web_search": None}
 
 
 async def test_configure_racing_the_next_request(make_agent, fake_server) -> None:
@@ -288,6 +289,36 @@ async def test_background_compaction_command(make_agent, fake_server) -> None:
     assert "question 3" in json.dumps(transcript), "the newest messages are kept verbatim"
     turn_calls = sum(t["usage"]["calls"] for t in snapshot["turns"])
     assert snapshot["usage"][0]["own"]["calls"] == turn_calls + 1, "the summary counts once, for the session"
+
+
+async def test_compact_without_keeping_recent_messages_summarizes_everything(make_agent, fake_server) -> None:
+    """S2/C3: ``keep_recent: false`` (Studio's "Compact now") summarizes the whole context like
+    ``/compact`` — even a short one, which the default (keep ``keep_recent_tokens`` verbatim)
+    leaves alone ("nothing to do")."""
+
+    def responder(request):
+        if "You are compacting the history" in json.dumps(request.json):
+            return [Text("Summary: two short questions.")]
+        return [Text("short answer")]
+
+    fake_server.responder = responder
+    agent = await make_agent(COMPLETIONS, session={})
+    await run_with(agent, "question 0")
+    receipts = []
+
+    async def on_event(event) -> None:
+        if event.type == "session" and len(receipts) < 2:
+            receipts.append(await agent.control({"type": "compact", "request_id": f"k{len(receipts)}"}))
+            receipts.append(await agent.control({"type": "compact", "request_id": "all", "keep_recent": False}))
+
+    events = await run_with(agent, "question 1", on_event)
+    history = {t["task_id"]: t for t in last_snapshot(events)["history"]}
+    kept, everything = history[receipts[0]["task_id"]], history[receipts[1]["task_id"]]
+    assert kept["status"] == "completed" and kept["detail"]["note"] == "nothing to do"
+    assert everything["status"] == "completed" and everything["detail"].get("note") is None
+    transcript = agent.read_transcript()
+    assert "two short questions" in transcript[0]["content"][0]["text"]
+    assert "question 0" not in json.dumps(transcript), "the whole older context was summarized"
 
 
 async def test_background_tokens_start_compaction_early(make_agent, fake_server) -> None:

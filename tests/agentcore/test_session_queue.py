@@ -63,7 +63,9 @@ async def test_steer_joins_the_turn_at_the_next_tool_boundary(make_agent, fake_s
 
 
 async def test_steer_after_the_last_tool_boundary_starts_the_next_turn(make_agent, fake_server) -> None:
-    """S2: a steer that finds no further tool boundary in its turn is the next turn, first."""
+    """S2/W14: a steer that finds no further tool boundary in its turn is the next turn, first,
+    and says so: its receipt and its turn in the snapshot carry ``steer_missed`` (a follow-up's
+    do not), so a host can tell the person "the turn ended before a tool call"."""
     fake_server.enqueue([Text("thinking..."), Hang()], [Text("answer one")], [Text("answer two")])
     agent = await make_agent(COMPLETIONS, session={})
     started = asyncio.Event()
@@ -77,6 +79,10 @@ async def test_steer_after_the_last_tool_boundary_starts_the_next_turn(make_agen
 
     events = await run_with(agent, {"prompt": "go", "request_id": "r"}, on_event)
     assert [e.request_id for e in ends(events)] == ["r", "s", "f"]
+    turns = {t["request_id"]: t for t in last_snapshot(events)["turns"]}
+    assert turns["s"]["steer_missed"] is True
+    assert turns["f"]["steer_missed"] is False and turns["r"]["steer_missed"] is False
+    assert agent.log.receipts["s"].payload["steer_missed"] is True
 
 
 async def test_reject_is_refused_while_busy_and_accepted_when_idle(make_agent, fake_server) -> None:

@@ -43,6 +43,23 @@ async def test_search_events_sources_and_native_replay(make_agent, fake_server, 
     assert "example.org/release" in json.dumps(fake_server.requests[1].json), "native content replayed"
 
 
+@pytest.mark.parametrize("api_kind", ["openai-responses", "anthropic-messages"])
+async def test_sources_are_stored_with_the_answer(make_agent, fake_server, api_kind: str, tmp_path) -> None:
+    """P2/W13: the ``sources`` an answer cited (titles and links) are kept with the assistant
+    message, so a transcript read after a reopen shows them as the live run did; a message
+    that cited nothing has no ``sources``."""
+    database = str(tmp_path / "store.sqlite")
+    fake_server.enqueue([WebSearch("latest release", SOURCES), Text("Version 2 is out.")], [Text("no search")])
+    agent = await make_agent(api_kind, model_attributes=SEARCH_ON, database_path=database)
+    await collect(agent, "what is new?")
+    await collect(agent, "and?")
+    await agent.close()
+    reopened = await make_agent(api_kind, model_attributes=SEARCH_ON, database_path=database)
+    answers = [m for m in reopened.read_transcript() if m["role"] == "assistant"]
+    assert [{k: s[k] for k in ("url", "title")} for s in answers[0]["sources"]] == SOURCES
+    assert "sources" not in answers[1]
+
+
 async def test_native_content_is_not_sent_to_another_model(make_agent, fake_server) -> None:
     """P2: switching model drops the provider-native blocks from the history sent."""
     fake_server.enqueue([WebSearch("q", SOURCES), Text("found")], [Text("ok")])

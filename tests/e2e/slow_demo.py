@@ -88,18 +88,19 @@ def release_tool() -> Any:
     )
 
 
-_server: FakeProviderServer | None = None
+_servers: dict[Any, FakeProviderServer] = {}
 _lock = threading.Lock()
 
 
-def _base_url() -> str:
-    global _server
+def served(answer: Any) -> str:
+    """The base URL of this process's one provider server answering with ``answer`` (started
+    on first use, on a thread of its own)."""
     with _lock:
-        if _server is None:
-            _server = FakeProviderServer(responder=responder).start_in_thread()
-        return _server.base_url
+        if answer not in _servers:
+            _servers[answer] = FakeProviderServer(responder=answer).start_in_thread()
+        return _servers[answer].base_url
 
 
 async def open_runtime(config: SessionConfig) -> Any:
-    config.model_options["base_url"] = _base_url()
+    config.model_options["base_url"] = served(responder)
     return await agentcore_runtime_factory(config, extra_tools=[release_tool()])

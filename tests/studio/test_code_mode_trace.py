@@ -125,8 +125,12 @@ async def test_a_script_and_its_nested_calls_show_live_then_after_reload_and_res
     assert "README has 2 lines" in text(element(settled_panel(page), css="cm-output"))
 
 
-async def test_without_code_mode_there_is_no_codemode_tool(user: Any, make_session: Any, host: SessionHost) -> None:
-    """Code mode is off unless ``STUDIO_CODE_MODE`` turns it on (the default host, demo model)."""
+async def test_without_code_mode_there_is_no_codemode_tool(
+    user: Any, make_session: Any, host: SessionHost, settings: Any
+) -> None:
+    """Code mode is off with ``STUDIO_CODE_MODE`` off (the default, ``demo``, turns it on for
+    demo sessions only: ``test_runtime_options``)."""
+    settings.STUDIO_CODE_MODE = "off"
     session = await sync_to_async(make_session)(user)
     state = await host.state(str(session.pk))
     assert state.snapshot is not None and state.snapshot["records"].get("code_mode") is None

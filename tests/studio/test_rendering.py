@@ -156,7 +156,7 @@ def test_only_the_synthetic_flag_turns_a_user_message_into_a_notice() -> None:
         "Plan the todo app",
         "The plan was approved. Switch to build mode and carry it out now.",
     ]
-    assert turns[0].blocks[0].kind == "notice" and "compacted" in turns[0].blocks[0].text
+    assert turns[0].blocks[0].kind == "compaction" and "Earlier work" in turns[0].blocks[0].text
     notices = [b.text for b in turns[1].blocks if b.kind == "notice"]
     assert notices == [
         "Plan approved — building it now.",

@@ -42,6 +42,25 @@ def test_code_mode_is_off_by_default_and_by_any_off_switch(settings: Any, value:
     assert "code_mode" not in runtime_options.session_options(registry=None)
 
 
+@pytest.mark.parametrize("value", ["demo", " Demo "])
+def test_code_mode_demo_is_on_for_demo_sessions_only(settings: Any, value: Any) -> None:
+    """The default: a newcomer's demo session gets code mode (the defaults), others do not."""
+    settings.STUDIO_CODE_MODE = value
+    assert runtime_options.session_options(registry=None, demo=True)["code_mode"] == {}
+    assert "code_mode" not in runtime_options.session_options(registry=None)
+    runtime_options.check_settings()  # a valid value
+
+
+def test_the_default_is_demo(settings: Any) -> None:
+    import os
+
+    from studio import settings as studio_settings
+
+    assert studio_settings.STUDIO_CODE_MODE == os.environ.get("STUDIO_CODE_MODE", "demo")
+    del settings.STUDIO_CODE_MODE
+    assert runtime_options.code_mode_option(demo=True) == {} and runtime_options.code_mode_option() is None
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
@@ -62,13 +81,13 @@ def test_code_mode_on_or_with_limits_reaches_the_session(settings: Any, value: A
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("maybe", "STUDIO_CODE_MODE must be on, off, or the limits as a JSON object"),
+        ("maybe", "STUDIO_CODE_MODE must be demo, on, off, or the limits as a JSON object"),
         ('{"timeout_ms": 0}', "STUDIO_CODE_MODE.timeout_ms must be an integer from 1 to 300000"),
         ('{"timeout_ms": 400000}', "STUDIO_CODE_MODE.timeout_ms must be an integer"),
         ('{"memory_limit_bytes": 1}', "STUDIO_CODE_MODE.memory_limit_bytes must be an integer"),
         ('{"colour": "red"}', "STUDIO_CODE_MODE.colour: unknown option"),
-        ("[1, 2]", "STUDIO_CODE_MODE must be on, off, or a JSON object of limits; got list"),
-        (42, "STUDIO_CODE_MODE must be on, off, or a JSON object of limits; got int"),
+        ("[1, 2]", "STUDIO_CODE_MODE must be demo, on, off, or a JSON object of limits; got list"),
+        (42, "STUDIO_CODE_MODE must be demo, on, off, or a JSON object of limits; got int"),
     ],
 )
 def test_bad_code_mode_values_name_the_setting(settings: Any, value: Any, message: str) -> None:

@@ -110,7 +110,6 @@ def test_import_errors_are_clear_and_leave_nothing_behind(
     assert "Give exactly one source" in error_of(**new)
     both = SimpleUploadedFile("x.sqlite", b"x")
     assert "Give exactly one source" in error_of(source_file=both, source_path=str(exported_store), **new)
-    assert "Choose who owns the new session" in error_of(source_path=str(exported_store))
     assert "No file at" in error_of(source_path=str(tmp_path / "missing.sqlite"), **new)
     assert "absolute path" in error_of(source_path="relative.sqlite", **new)
     not_a_store = tmp_path / "notes.sqlite"
@@ -123,6 +122,37 @@ def test_import_errors_are_clear_and_leave_nothing_behind(
     assert "already has a store" in error_of(source_path=str(exported_store), session=session.pk)
     assert Path(session.store_path).read_bytes() == before
     assert list(StudioSession.objects.values_list("title", flat=True)) == ["Has a store"]  # no half-made session
+
+
+def test_an_import_defaults_to_the_admin_and_the_stores_model_and_is_named_by_its_first_prompt(
+    admin_client: Client, admin_user: Any, demo_model: Any, exported_store: Path
+) -> None:
+    """W5: the form preselects the admin as owner and, left blank, the model the store was used
+    with, so the first submit works; the new session is titled by the store's first prompt
+    (not "Imported <uuid>-<timestamp>") and shows its tokens before anyone opens it."""
+    from studio.models import UsageRecord
+
+    form = admin_client.get(reverse(IMPORT_URL)).content.decode()
+    assert f'<option value="{admin_user.pk}" selected>' in form
+    assert "The model the store was used with" in form
+    upload = SimpleUploadedFile("3f2a9c1e-20261201T101010.sqlite", exported_store.read_bytes())
+    response = _post_import(admin_client, source_file=upload)
+    assert "Imported the store into “remember the blue notebook”" in response.content.decode()
+    session = StudioSession.objects.get(title="remember the blue notebook")
+    assert (session.owner_id, session.registered_model_id) == (admin_user.pk, demo_model.pk)
+    assert session.total_tokens > 0 and UsageRecord.objects.filter(session=session).count() >= 1
+    listing = admin_client.get(reverse("studio:session_list")).content.decode()
+    assert "remember the blue notebook" in listing
+
+
+def test_the_model_admin_says_api_kind(admin_client: Client) -> None:
+    from studio.models import RegisteredModel
+
+    RegisteredModel.objects.create(name="Listed", provider="custom", model_id="m", base_url="http://127.0.0.1:9")
+    page = admin_client.get(reverse("admin:studio_registeredmodel_add")).content.decode()
+    assert "API kind" in page and "Api kind" not in page
+    listing = admin_client.get(reverse("admin:studio_registeredmodel_changelist")).content.decode()
+    assert "API kind" in listing and "Api kind" not in listing
 
 
 async def _paused_plan(make_session: Any, user: Any, host: SessionHost) -> StudioSession:
