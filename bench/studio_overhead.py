@@ -27,7 +27,8 @@ tokens, at ``--long-sizes``) shows whether bytes per token stay constant as the 
 
 ``--flush-interval S`` sets ``STUDIO_FLUSH_INTERVAL``; ``--env NAME=VALUE`` any other setting.
 ``--profile out.txt`` samples daphne with py-spy for the whole run (read it with
-``bench/profile_top.py``).
+``bench/profile_top.py``); ``--profile-phase open`` or ``turn`` samples only that phase of every
+size (each phase's samples appended to the file).
 
     python bench/studio_overhead.py [--sizes 1,10,50,200] [--tokens 60] [--long-tokens 2000]
                                     [--long-sizes 1] [--pace-ms 20] [--rounds-1 5]
@@ -193,7 +194,32 @@ class SizeRun:
     turn_roles: dict[str, float] = field(default_factory=dict)  # prompt → turn end, CPU s per role
 
 
-async def run_size(studio: StudioProcess, sessions: list[Watch], tokens: int, limit: float) -> SizeRun:
+@dataclass
+class PhaseProfile:
+    """py-spy over one phase of every size (``--profile-phase``): started before it, stopped after."""
+
+    out: Path | None = None
+    phase: str = "all"
+    gil: bool = True
+    rate: int = 250
+
+    def start(self, studio: StudioProcess, phase: str) -> None:
+        if self.out is not None and self.phase == phase:
+            studio.py_spy(self.out.with_suffix(f".{phase}.part"), rate=self.rate, gil=self.gil)
+            time.sleep(1.0)  # py-spy attaches before the phase starts (waiting for a process to start)
+
+    def stop(self, studio: StudioProcess, phase: str) -> None:
+        if self.out is not None and self.phase == phase:
+            studio.stop_py_spy()
+            part = self.out.with_suffix(f".{phase}.part")
+            with self.out.open("a") as out:
+                out.write(part.read_text() if part.exists() else "")
+            part.unlink(missing_ok=True)
+
+
+async def run_size(
+    studio: StudioProcess, sessions: list[Watch], tokens: int, limit: float, profile: PhaseProfile | None = None
+) -> SizeRun:
     """All N pages (and their runtimes) and sockets open first, then the N prompts at once."""
     import httpx
 
@@ -201,8 +227,13 @@ async def run_size(studio: StudioProcess, sessions: list[Watch], tokens: int, li
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
     run = SizeRun()
     async with httpx.AsyncClient(base_url=studio.base, headers=headers, limits=limits, timeout=limit) as http:
+        profile = profile or PhaseProfile()
+        profile.start(studio, "open")
         cpu0, roles0, wall0 = studio.cpu_seconds(), studio.cpu_by_role(), time.monotonic()
         sockets = await asyncio.gather(*(open_page(studio, http, w, limit) for w in sessions))
+        cpu1, roles1 = studio.cpu_seconds(), studio.cpu_by_role()
+        profile.stop(studio, "open")
+        profile.start(studio, "turn")
         cpu1, roles1 = studio.cpu_seconds(), studio.cpu_by_role()
         run.open_cpu_s, run.open_wall_s = cpu1 - cpu0, time.monotonic() - wall0
         run.open_roles = {role: cpu - roles0.get(role, 0.0) for role, cpu in roles1.items()}
@@ -210,6 +241,7 @@ async def run_size(studio: StudioProcess, sessions: list[Watch], tokens: int, li
         await asyncio.gather(*(stream(http, ws, w, tokens, limit) for ws, w in zip(sockets, sessions, strict=True)))
         run.prompt_cpu_s = studio.cpu_seconds() - cpu1
         run.turn_roles = {role: cpu - roles1.get(role, 0.0) for role, cpu in studio.cpu_by_role().items()}
+        profile.stop(studio, "turn")
         for ws in sockets:
             await ws.close()
     return run
@@ -370,6 +402,8 @@ def main() -> None:
     parser.add_argument("--debug", action="store_true", help="DJANGO_DEBUG=1 (records every SQL query)")
     parser.add_argument("--profile", type=Path, help="sample daphne with py-spy into this file (collapsed stacks)")
     parser.add_argument("--profile-threads", action="store_true", help="profile every thread, not only the GIL's")
+    parser.add_argument("--profile-phase", choices=("all", "open", "turn"), default="all")
+    parser.add_argument("--profile-rate", type=int, default=250, help="py-spy samples per second")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for Studio's processes")
     parser.add_argument(
         "--workers",
@@ -447,8 +481,10 @@ def main() -> None:
 
         k = 0
         asyncio.run(run_size(studio, [Watch(999, new_session())], args.tokens, args.timeout))  # imports, renders
-        if args.profile:
-            studio.py_spy(args.profile, gil=not args.profile_threads)
+        phases = PhaseProfile(args.profile, args.profile_phase, not args.profile_threads, args.profile_rate)
+        if args.profile and args.profile_phase == "all":
+            studio.py_spy(args.profile, rate=args.profile_rate, gil=not args.profile_threads)
+            phases = PhaseProfile()
         for n, tokens in cases:
             rounds = args.rounds_1 if n == 1 and tokens == args.tokens else 1
             watched: list[Watch] = []
@@ -458,7 +494,7 @@ def main() -> None:
                 for _ in range(n):
                     batch.append(Watch(k, new_session()))
                     k += 1
-                runs.append(asyncio.run(run_size(studio, batch, tokens, args.timeout)))
+                runs.append(asyncio.run(run_size(studio, batch, tokens, args.timeout, phases)))
                 watched += batch
             result = analyse(watched, provider.control("/_fake/stamps"), tokens)
             result.update(

@@ -141,6 +141,10 @@ DATABASES = {
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             "transaction_mode": "IMMEDIATE",
         },
+        # One connection per thread for the process's life: every database hop of the session
+        # host (``database_sync_to_async``) otherwise opened a new SQLite connection and ran the
+        # pragmas above again (a file open and two statements per hop, several hops per turn).
+        "CONN_MAX_AGE": None,
         "TEST": {"NAME": os.environ.get("STUDIO_TEST_DATABASE_PATH") or None},
     }
 }
