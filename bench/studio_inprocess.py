@@ -73,7 +73,7 @@ COMPONENTS = (
     "studio.pages.controls_context",
     "studio.pages.live_block_parts",
     "studio.host.effects.write",
-    "studio.host.effects._reconcile",
+    "studio.host.effects:_LedgerSync.run",
     "studio.services.run_submitted",
     "studio.services.session_preferences_update",
     "studio.selectors.session_model_table",

@@ -300,8 +300,9 @@ def _attach_notices(session: StudioSession, all_turns: list[rendering.Turn], sho
 
 
 def pending_context(session: StudioSession, state: HostState) -> dict[str, Any]:
-    """The review card or the question form of a paused turn (nothing while a turn is live)."""
-    pending = selectors.pending_run(str(session.pk)) if state.live is None else None
+    """The review card or the question form of a paused turn (nothing while a turn is live, or
+    when the host knows no turn of this view waits: ``HostState.waiting``)."""
+    pending = selectors.pending_run(str(session.pk)) if state.live is None and state.waiting is not False else None
     pending_info = (pending or {}).get("pending")
     if pending_info and pending_info.get("kind") == "ask_user":
         pending_info = {**pending_info, "questions": normalize_questions(pending_info.get("questions") or [])}

@@ -123,6 +123,14 @@ def model_table(model: RegisteredModel) -> dict[str, Any]:
     return {m.model_id: m.attributes for m in model_choices(model) if m.attributes and not m.is_demo}
 
 
+def enabled_model_rows() -> tuple[tuple[Any, ...], ...]:
+    """What every model table depends on — each enabled model's identity, endpoint, key (as
+    stored) and attributes — as plain values in one read: the host compares it before each
+    prompt and builds a table again (model instances, decrypted keys) only when it changed."""
+    fields = ("pk", "provider", "model_id", "base_url", "api_kind", "api_key", "attributes")
+    return tuple(RegisteredModel.objects.filter(enabled=True).order_by("pk").values_list(*fields))
+
+
 def session_model_table(root_id: str) -> dict[str, Any]:
     """``model_table`` of the session that owns the store ``root_id``."""
     model = RegisteredModel.objects.get(sessions__pk=root_id)
@@ -146,6 +154,7 @@ def session_config(session_id: str) -> SessionConfig:
         model_options = model.runtime_options()
     except CredentialsError as exc:
         raise HostError("credentials", str(exc)) from None
+    rows = enabled_model_rows()
     return SessionConfig(
         session_id=str(session.pk),
         store=location_of(root),
@@ -158,6 +167,7 @@ def session_config(session_id: str) -> SessionConfig:
         target_id=int(session.target_id),
         kind=str(session.kind),
         models=model_table(model),
+        model_rows=rows,
         confinement=confinement,
     )
 
@@ -256,17 +266,23 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
     records = UsageRecord.objects.filter(session=root)
     if targets is not None:
         records = records.filter(target_id__in=targets)
-    sums = records.aggregate(
-        calls=Count("id"), cost=Sum("cost"), **{f: Sum(f) for f in _TOKEN_FIELDS + _COST_FIELDS}
-    )
+    columns = ("request_id", "model", "target_id", "cost", *_TOKEN_FIELDS, *_COST_FIELDS)
+    newest = list(records.order_by("-id").values(*columns)[: USAGE_TURNS * 4 + 1])
+    if len(newest) <= USAGE_TURNS * 4:  # every record is here: the totals are their sums
+        sums: dict[str, Any] = {"calls": len(newest)}
+        for f in ("cost", *_TOKEN_FIELDS, *_COST_FIELDS):
+            sums[f] = sum((r[f] for r in newest), Decimal(0) if f == "cost" or f in _COST_FIELDS else 0)
+    else:
+        newest.pop()
+        sums = records.aggregate(
+            calls=Count("id"), cost=Sum("cost"), **{f: Sum(f) for f in _TOKEN_FIELDS + _COST_FIELDS}
+        )
     totals: dict[str, Any] = {"calls": sums["calls"] or 0, "cost": sums["cost"] or Decimal(0)}
     for f in _TOKEN_FIELDS:
         totals[f] = sums[f] or 0
     for f in _COST_FIELDS:
         totals[f] = sums[f] or Decimal(0)
     totals["tokens"] = sum(totals[f] for f in _TOKEN_FIELDS[:4])
-    columns = ("request_id", "model", "target_id", "cost", *_TOKEN_FIELDS, *_COST_FIELDS)
-    newest = list(records.order_by("-id").values(*columns)[: USAGE_TURNS * 4])
     newest.reverse()
     turns: OrderedDict[str, dict[str, Any]] = OrderedDict()
     for record in newest:

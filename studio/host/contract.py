@@ -48,6 +48,7 @@ class SessionConfig:
     target_id: int = 0
     kind: str = "main"
     models: dict[str, Any] = field(default_factory=dict, repr=False)  # model id → attributes (configure)
+    model_rows: tuple[Any, ...] = field(default=(), repr=False)  # what ``models`` was built from
     session: dict[str, Any] = field(default_factory=dict, repr=False)
     confinement: ToolConfinement | None = field(default=None, repr=False)  # where the tools run
 
@@ -78,6 +79,10 @@ class HostState:
     snapshot: dict[str, Any] | None = None
     target_id: int = 0
     term: int = 0  # the holder's lease term (worker mode): a page never goes back to a lower one
+    # Whether a turn of this view may wait for the person (a plan review, questions): the store
+    # says so (the snapshot) or the host saw the turn pause. None: unknown (no host), so a page
+    # reads Studio's row; False spares every render of the conversation that read.
+    waiting: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -53,6 +53,7 @@ class Publisher:
         usage = ctx.context_usage if ctx is not None else None
         if usage is None and context is not None and context.context_usage is not None:
             usage = context.context_usage.model_dump()
+        waiting = (ctx is not None and ctx.paused) or (context is not None and context.status == "paused")
         return HostState(
             session_id=view.view_id,
             epoch=self.epoch,
@@ -65,6 +66,7 @@ class Publisher:
             snapshot=hs.snapshot_data,
             target_id=view.target_id,
             term=hs.term,
+            waiting=waiting,
         )
 
     @staticmethod

@@ -46,7 +46,7 @@ from studio import runtime_options, selectors, services
 from studio.host import effects, timeline_feed
 from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, host_error, store_code, store_lost
 from studio.host.factory import RuntimeFactory, agent_host, configured_factory
-from studio.host.fold import fold_event, fold_snapshot, open_turn
+from studio.host.fold import Effect, RunSubmitted, fold_event, fold_snapshot, open_turn
 from studio.host.publisher import Publisher
 from studio.host.state import HostedSession, View, changed, touch, wake
 
@@ -158,15 +158,15 @@ class SessionHost:
                     )
                 command["agent"] = "plan"
             hs.prompts[request_id] = prompt
-            receipt = await self._control(hs, command, view, request_id=request_id)
+            receipt, changes = await self._command(hs, command, view, request_id=request_id)
             status = "running" if receipt.get("status") == "accepted" else "queued"
             if status == "running":
                 open_turn(hs, view.target_id, request_id, agent=agent)
             if mode == "steer" and status == "queued":
                 hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
-            await database_sync_to_async(services.run_submitted)(
-                view.view_id, request_id=request_id, prompt=prompt, agent=agent, status=status, mode=mode
-            )
+            # What the command changed and Studio's row for the turn: one hop, one transaction.
+            submitted = RunSubmitted(view.view_id, request_id, prompt=prompt, agent=agent, status=status, mode=mode)
+            await effects.apply(hs, [*changes, submitted])
             named = view.cache.get("session")
             if named is not None and not named.title and prompt.strip():
                 named.title = services.title_from(prompt)  # what run_submitted wrote: the first prompt names it
@@ -626,6 +626,15 @@ class SessionHost:
         self, hs: HostedSession, command: dict[str, Any], view: View, *, request_id: str | None = None
     ) -> dict[str, Any]:
         """One session command for ``view``'s conversation; refusals become ``HostError``."""
+        receipt, changes = await self._command(hs, command, view, request_id=request_id)
+        await effects.apply(hs, changes)
+        return receipt
+
+    async def _command(
+        self, hs: HostedSession, command: dict[str, Any], view: View, *, request_id: str | None = None
+    ) -> tuple[dict[str, Any], list[Effect]]:
+        """``_control`` that returns the effects of the state it produced instead of writing them
+        (the caller writes them with its own)."""
         from agentcore.errors import AGENT_NOT_READY, AgentError
 
         if command["type"] in MODEL_COMMANDS:
@@ -646,18 +655,22 @@ class SessionHost:
             # only when the lease reads the next snapshot off the bus; the snapshot is built
             # once, here (the session does not publish the same state again).
             snapshot = runtime.session_snapshot(published=True)
-            await effects.apply(hs, fold_snapshot(hs, snapshot, snapshot.model_dump(mode="json")))
-            return receipt
+            return receipt, fold_snapshot(hs, snapshot, snapshot.model_dump(mode="json"))
         raise HostError("unavailable", "The session is not ready; try again.")
 
     async def _refresh_models(self, hs: HostedSession) -> None:
         """Hand the runtime the model table as registered now: a model added or priced after
-        the runtime opened is priced as registered when a request starts on it."""
+        the runtime opened is priced as registered when a request starts on it. One plain read
+        tells whether any registered model changed; the table is built again only then."""
+        rows = await database_sync_to_async(selectors.enabled_model_rows)()
+        if rows == hs.config.model_rows:
+            return
         table = await database_sync_to_async(selectors.session_model_table)(hs.root_id)
         await hs.ready.wait()
         if table != hs.config.models:
             self._runtime(hs).update_models(table)
             hs.config.models = table
+        hs.config.model_rows = rows
 
     @staticmethod
     def _runtime(hs: HostedSession) -> AgentRuntime:
