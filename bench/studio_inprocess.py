@@ -91,10 +91,18 @@ COMPONENTS = (
     "studio.text_stream.patch_html",
     "studio.rendering.render_context_ring",
     "studio.consumers:SessionConsumer.session_push",
+    "studio.host.publisher:Publisher.flush",
+    "studio.host.publisher:Publisher.send",
+    "studio.host.session_host:SessionHost._lease",
+    "studio.host.session_host:SessionHost.prompt",
+    "studio.views.session_prompt",
+    "studio.views.session_detail",
+    "studio.consumers:SessionConsumer.connect",
     "channels.layers:InMemoryChannelLayer.group_send",
     "agentcore.session.driver:SessionDriver.session_event",
     "agentcore.session.driver:SessionDriver.snapshot",
     "agentcore.session.snapshot:SessionSnapshot.model_validate",
+    "agentcore.harness.sqlite_store:SqliteStorage.commit",
 )
 
 
@@ -104,6 +112,7 @@ class ComponentClock:
     def __init__(self, log: QueryLog) -> None:
         self.log = log
         self.cpu: dict[str, Counter[str]] = {}
+        self.calls: dict[str, Counter[str]] = {}
         self._depth: dict[tuple[int, str], int] = {}
 
     def wrap(self, dotted: str) -> None:
@@ -130,6 +139,7 @@ class ComponentClock:
             @functools.wraps(inner)
             async def atimed(*args: Any, **kwargs: Any) -> Any:
                 # an async function's own steps only: the CPU of its thread while each step runs
+                self.calls.setdefault(self.log.phase, Counter())[dotted] += 1
                 coro = inner(*args, **kwargs)
                 value: Any = None
                 error: BaseException | None = None
@@ -163,6 +173,7 @@ class ComponentClock:
                 self._depth[key] = depth
                 if depth == 0:
                     self.cpu.setdefault(self.log.phase, Counter())[dotted] += time.thread_time() - start
+                    self.calls.setdefault(self.log.phase, Counter())[dotted] += 1
 
         if owner_name:
             original = owner.__dict__.get(name)
@@ -336,10 +347,17 @@ def main() -> None:
     parser.add_argument("--pace-ms", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--queries", action="store_true", help="list the queries of each phase by Studio caller")
-    parser.add_argument("--components", action="store_true", help="thread CPU of Studio's main sync functions")
+    parser.add_argument(
+        "--components",
+        nargs="?",
+        const="all",
+        help="thread CPU and calls of Studio's main functions (all, or a comma-separated list)",
+    )
     parser.add_argument("--profile", choices=("open", "turn"))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--rate", type=int, default=500)
+    parser.add_argument("--agent-window-ms", type=float, help="what-if: agentcore's fragment commit window")
+    parser.add_argument("--flush-interval", type=float, help="STUDIO_FLUSH_INTERVAL (seconds)")
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="studio-inprocess-"))
     log = QueryLog()
@@ -383,6 +401,14 @@ async def run(args: argparse.Namespace, provider: ProviderProcess, log: QueryLog
         )
         return cookie, csrf, user, model
 
+    if args.agent_window_ms is not None:
+        from agentcore.engine import fragments
+
+        fragments.FLUSH_INTERVAL_S = args.agent_window_ms / 1000
+    if args.flush_interval is not None:
+        from django.conf import settings
+
+        settings.STUDIO_FLUSH_INTERVAL = args.flush_interval
     cookie, csrf, user, model = await sync_to_async(prepare)()
     clock = ComponentClock(log)
     if args.components:
@@ -390,7 +416,7 @@ async def run(args: argparse.Namespace, provider: ProviderProcess, log: QueryLog
         import studio.host.publisher
         import studio.views  # noqa: F401  (so their imported names get patched too)
 
-        for dotted in COMPONENTS:
+        for dotted in COMPONENTS if args.components == "all" else args.components.split(","):
             clock.wrap(dotted)
 
     def sessions(n: int) -> list[str]:
@@ -423,8 +449,9 @@ async def run(args: argparse.Namespace, provider: ProviderProcess, log: QueryLog
         rounds = ", ".join(f"{v:.1f}" for v in values)
         print(f"  cpu {key[:-3]:>5}: {statistics.median(values):6.1f} ms per session (rounds: {rounds})")
     for name in ("open", "turn"):
+        calls = clock.calls.get(name, Counter())
         for what, cpu in sorted(clock.cpu.get(name, Counter()).items(), key=lambda kv: -kv[1]):
-            print(f"  {name:>5} {cpu * 1000 / n:6.2f} ms  {what}")
+            print(f"  {name:>5} {cpu * 1000 / n:6.2f} ms  {calls[what] / n:6.1f} calls  {what}")
     for name in ("open", "turn"):
         print(f"  queries {name}: {log.by_phase[name] / n:.1f} per session")
         for what, count in sorted(log.by_caller.get(name, Counter()).items(), key=lambda kv: -kv[1]):

@@ -222,9 +222,10 @@ elif STUDIO_LOCAL_LAYER:
         }
     }
 else:
+    # One process: Channels' in-memory contract, at the cost of the channel at hand per push.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "BACKEND": "studio.host.memory_layer.ProcessChannelLayer",
             "CONFIG": {"capacity": 1500, "expiry": 60, "group_expiry": 86400},
         }
     }

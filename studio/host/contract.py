@@ -131,6 +131,10 @@ class Regions:
     def any(self) -> bool:
         return any(getattr(self, name) for name in self.__slots__)
 
+    def ring_only(self) -> bool:
+        """Nothing but the context ring (if that) is marked: a push of streamed work only."""
+        return not any(getattr(self, name) for name in self.__slots__ if name != "ring")
+
     def take(self) -> Regions:
         """The marks as they are, cleared here (the caller renders them)."""
         taken = Regions(**{name: getattr(self, name) for name in self.__slots__})

@@ -311,6 +311,17 @@ class SessionHost:
                 return
             await changed(hs)
 
+    async def wait_pushed(self, view_id: str) -> None:
+        """Wait until everything folded so far has been pushed to this view's page (nothing
+        being folded, marked or flushed). For tests that compare a page mid-turn."""
+        hs, view = await self._view(view_id)
+        while True:
+            ctx = hs.contexts.get(view.target_id)
+            live_dirty = ctx is not None and ctx.live is not None and ctx.live.dirty
+            if not (hs.folding or hs.flushing or hs.dirty.is_set() or view.dirty.any() or live_dirty):
+                return
+            await changed(hs)
+
     async def wait_live(self, view_id: str) -> None:
         """Wait until this view shows a live turn (its first event was folded)."""
         hs, view = await self._view(view_id)

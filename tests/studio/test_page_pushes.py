@@ -9,6 +9,7 @@ from the store at the same state — whatever the pushes skipped, merged or rend
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,8 +24,8 @@ from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text, ToolCall, Usage
 from studio import services
 from studio.asgi import application
-from studio.host.session_host import SessionHost
-from tests.studio.fakes import scripted_model
+from studio.host.session_host import SessionHost, set_session_host
+from tests.studio.fakes import Gate, gated_factory, scripted_model
 from tests.studio.oob import Node, apply, parse
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,6 +53,21 @@ async def server() -> AsyncIterator[FakeProviderServer]:
     fake = FakeProviderServer(responder=_script).start_in_thread()
     yield fake
     fake.stop_in_thread()
+
+
+def _gated_script(request: RecordedRequest) -> list[Step]:
+    """Streams Markdown (closed blocks and a long open paragraph), then calls the ``gate`` tool,
+    which holds the turn live until the test opens it; then a short answer."""
+    items = request.json.get("input") or []
+    if not any(i.get("type") == "function_call_output" for i in items):
+        text = "## Plan\n\n- one\n- two\n\n" + "A long paragraph with `code` and **bold** words " * 12
+        return [
+            Text("", chunks=[text[i : i + 23] for i in range(0, len(text), 23)]),
+            ToolCall("gate", {}, id="call_gate"),
+            Usage(input=30, output=120),
+            Stop("tool_use"),
+        ]
+    return [Text("Through the gate."), Usage(input=50, output=5), Stop("stop")]
 
 
 def _cookie(user: Any) -> str:
@@ -150,3 +166,63 @@ async def test_pushes_applied_to_the_page_equal_a_fresh_page_after_every_turn(
     await host.prompt(sid, prompt="hello again", agent="build")  # queued behind the long one
     await settle()
     await socket.disconnect()
+
+
+async def test_a_live_turn_patched_by_pushes_equals_a_fresh_page_while_it_runs(
+    user: Any, tmp_path: Any
+) -> None:
+    """W1/W2: mid-turn — streamed Markdown and a tool call still running — the page the pushes
+    built is the page a reload renders from the host's state (the live patches are not hidden
+    by the turn's final render)."""
+    server = FakeProviderServer(responder=_gated_script).start_in_thread()
+    gate = Gate()
+    host = SessionHost(runtime_factory=gated_factory(server, gate), flush_interval=0.01)
+    set_session_host(host)
+    try:
+        model = await scripted_model(server)
+        session = await sync_to_async(services.session_create)(
+            owner=user,
+            registered_model=model,
+            workdir="",
+            permission_policy="read-only",
+            effort="low",
+            mode="build",
+            tool_isolation="host",
+        )
+        sid = str(session.pk)
+        client = AsyncClient()
+        await sync_to_async(client.force_login)(user)
+        url = reverse("studio:session_detail", args=[sid])
+        first = (await client.get(url)).content.decode()
+        page = parse(first)
+        query = re.search(r'ws-connect="[^"?]*(\?[^"]*)"', first)
+        assert query is not None
+        cookie = (await sync_to_async(_cookie)(user)).encode()
+        headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookie)]
+        path = f"/ws/sessions/{sid}/{query.group(1).replace('&amp;', '&')}"
+        socket = WebsocketCommunicator(application, path, headers=headers)
+        assert (await socket.connect(timeout=10))[0]
+        apply(page, await socket.receive_from(timeout=10))
+        _epoch, shown, _term = await host.position(sid)
+        await host.prompt(sid, prompt="stream, then wait at the gate", agent="build")
+        await asyncio.wait_for(gate.entered.wait(), 10)
+        await host.wait_pushed(sid)
+        _epoch, seq, _term = await host.position(sid)
+        for _ in range(seq - shown):
+            apply(page, await socket.receive_from(timeout=10))
+        fresh = parse((await client.get(url)).content.decode())
+        patched, expected = _main(page), _main(fresh)
+        assert "live-turn" in expected and "A long paragraph" in expected
+        assert patched == expected, _diff(patched, expected)
+        gate.release()
+        await host.wait_idle(sid)
+        _epoch, done, _term = await host.position(sid)
+        for _ in range(done - seq):
+            apply(page, await socket.receive_from(timeout=10))
+        fresh = parse((await client.get(url)).content.decode())
+        assert _main(page) == _main(fresh), _diff(_main(page), _main(fresh))
+        await socket.disconnect()
+    finally:
+        await host.close()
+        set_session_host(None)
+        server.stop_in_thread()
