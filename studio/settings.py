@@ -236,6 +236,9 @@ STUDIO_HOST_MODE = os.environ.get("STUDIO_HOST_MODE", "inprocess")
 # which measured faster to first token and cheaper in CPU on a 2-core machine: docs/benchmarks.md).
 STUDIO_WORKERS = os.environ.get("STUDIO_WORKERS", "0")
 STUDIO_FLUSH_INTERVAL = float(os.environ.get("STUDIO_FLUSH_INTERVAL", "0.025"))
+# The widest stream window a host gives its runtimes when many turns stream at once (agentcore
+# commits streamed text, and emits it, once per window; 20 ms per ten live turns, from 20 ms).
+STUDIO_STREAM_WINDOW_MAX = float(os.environ.get("STUDIO_STREAM_WINDOW_MAX", "0.06"))
 STUDIO_RUNTIME_IDLE_SECONDS = float(os.environ.get("STUDIO_RUNTIME_IDLE_SECONDS", "900"))
 # Dotted path of an async factory ``(SessionConfig) -> runtime``; empty = agentcore.create_agent.
 STUDIO_RUNTIME_FACTORY = os.environ.get("STUDIO_RUNTIME_FACTORY", "")

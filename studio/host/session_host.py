@@ -36,6 +36,7 @@ import contextvars
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
@@ -64,6 +65,23 @@ MODEL_COMMANDS = ("submit", "configure")
 
 
 
+#: agentcore's own stream window (``agentcore.engine.fragments.FLUSH_INTERVAL_S``): a host with
+#: few streams keeps it.
+BASE_STREAM_WINDOW = 0.02
+#: Live streams per step of 20 ms added to the window.
+STREAMS_PER_STEP = 10
+
+
+def stream_window(live: int, *, widest: float) -> float:
+    """The stream window for a host running ``live`` turns at once: 20 ms per ten streams, at
+    least agentcore's 20 ms, at most ``widest`` (``STUDIO_STREAM_WINDOW_MAX``).
+
+    Why: every window of every streaming answer costs a commit, a batch of events and a push —
+    on one core a few dozen streams at 20 ms cost more CPU than the streams take, so text queues
+    and delays grow without bound; wider windows under load cost each reader a few tens of ms."""
+    return max(BASE_STREAM_WINDOW, min(widest, BASE_STREAM_WINDOW * live / STREAMS_PER_STEP))
+
+
 class SessionHost:
     """Owns the runtimes of this process and drives them; publishes their views' partials."""
 
@@ -76,8 +94,14 @@ class SessionHost:
         idle_seconds: float | None = None,
         extensions: list[str] | None = None,
         leases: SessionLeases | None = None,
+        window_policy: Callable[[int], float] | None = None,
     ) -> None:
+        """``window_policy``: the stream window for a number of live turns (default:
+        ``stream_window`` up to ``STUDIO_STREAM_WINDOW_MAX``)."""
         self.epoch = uuid.uuid4().hex[:12]
+        widest = float(settings.STUDIO_STREAM_WINDOW_MAX)
+        self._window_for = window_policy or (lambda live: stream_window(live, widest=widest))
+        self._window = BASE_STREAM_WINDOW
         self._factory = runtime_factory or configured_factory()
         self._layer = channel_layer
         interval = settings.STUDIO_FLUSH_INTERVAL if flush_interval is None else flush_interval
@@ -162,6 +186,7 @@ class SessionHost:
             status = "running" if receipt.get("status") == "accepted" else "queued"
             if status == "running":
                 open_turn(hs, view.target_id, request_id, agent=agent)
+                self._retune()
             if mode == "steer" and status == "queued":
                 hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
             # What the command changed and Studio's row for the turn: one hop, one transaction.
@@ -519,6 +544,7 @@ class SessionHost:
         hs.closing = False
         hs.ready = asyncio.Event()
         runtime = hs.runtime
+        runtime.set_stream_window(self._window)
         hs.snapshot = runtime.session_snapshot(published=True)
         hs.snapshot_data = hs.snapshot.model_dump(mode="json")
         for turn in hs.snapshot.turns:  # turns that ended before this host opened the store
@@ -587,8 +613,12 @@ class SessionHost:
                     async for event in stream:
                         hs.ready.set()
                         hs.folding = True
+                        streams = hs.live_turns()
                         try:
-                            await effects.apply(hs, fold_event(hs, event))
+                            changes = fold_event(hs, event)
+                            if hs.live_turns() != streams:
+                                self._retune()
+                            await effects.apply(hs, changes)
                         except Exception:  # Studio's bookkeeping failed; the store is still right
                             log.exception("session %s: could not fold an event", hs.root_id)
                         finally:
@@ -613,6 +643,18 @@ class SessionHost:
                 hs.ready.clear()
                 wake(hs)
 
+    def _retune(self) -> None:
+        """Set every runtime's stream window for the turns streaming in this host now (called
+        when a turn opens or ends: rare next to the tokens)."""
+        live = sum(hs.live_turns() for hs in self._sessions.values())
+        window = self._window_for(live)
+        if window == self._window:
+            return
+        self._window = window
+        for hs in self._sessions.values():
+            if hs.runtime is not None:
+                hs.runtime.set_stream_window(window)
+
     async def _paused_run(self, hs: HostedSession, view: View, kind: str) -> dict[str, Any]:
         run = await database_sync_to_async(selectors.pending_run)(view.view_id)
         if run is None or (run["pending"] or {}).get("kind") != kind:
@@ -624,6 +666,7 @@ class SessionHost:
         ctx = hs.context(view.target_id)
         transcript = self._runtime(hs).read_transcript(view.target_id or None, entry_ids=True)
         ctx.begin_after(transcript, request_id=str(run["request_id"]), agent=run["agent"])
+        self._retune()
         try:
             await self._control(hs, {"type": "resume", "input_id": run["request_id"], **decision}, view)
         except HostError:

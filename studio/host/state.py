@@ -103,6 +103,10 @@ class HostedSession:
         context = self.snapshot_context(target_id)
         return context.status if context is not None else "idle"
 
+    def live_turns(self) -> int:
+        """How many of this store's conversations have a live turn now."""
+        return sum(1 for ctx in self.contexts.values() if ctx.live is not None)
+
     def live(self, target_id: int) -> bool:
         ctx = self.contexts.get(target_id)
         return ctx is not None and ctx.live is not None
