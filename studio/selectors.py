@@ -169,6 +169,7 @@ def session_config(session_id: str) -> SessionConfig:
         kind=str(session.kind),
         models=model_table(model),
         model_rows=rows,
+        owner_id=int(root.owner_id),
         confinement=confinement,
     )
 

@@ -49,6 +49,7 @@ class SessionConfig:
     kind: str = "main"
     models: dict[str, Any] = field(default_factory=dict, repr=False)  # model id → attributes (configure)
     model_rows: tuple[Any, ...] = field(default=(), repr=False)  # what ``models`` was built from
+    owner_id: int | None = None  # the person whose store it is (every view of it is theirs)
     session: dict[str, Any] = field(default_factory=dict, repr=False)
     confinement: ToolConfinement | None = field(default=None, repr=False)  # where the tools run
 

@@ -56,7 +56,8 @@ async def apply(hs: HostedSession, effects: Sequence[Effect]) -> None:
         await database_sync_to_async(write)(rows, hs.usage_unsynced, sync)
     if sync is not None:
         _synced(hs, sync)
-    await status_feed.publish({k: v for e in rows if isinstance(e, StatusesChanged) for k, v in e.statuses.items()})
+    statuses = {k: v for e in rows if isinstance(e, StatusesChanged) for k, v in e.statuses.items()}
+    await status_feed.publish(statuses, hs.config.owner_id)
 
 
 def write(effects: Sequence[Effect], known: set[str] | None = None, sync: _LedgerSync | None = None) -> None:
