@@ -19,6 +19,7 @@ from typing import Any
 from agentcore.compaction.settings import CompactionSettings
 from agentcore.demo import DemoServer, demo_model_options
 from agentcore.engine.base import TurnConfig
+from agentcore.engine.fragments import StreamWindow
 from agentcore.errors import AgentError, InputValidationError
 from agentcore.harness.op_state import OpState
 from agentcore.inputs import AgentOptions
@@ -74,6 +75,7 @@ class ConfigResolver:
         self.compaction = compaction
         self.demo: DemoServer | None = None
         self.environment: AgentExecutionEnv | None = None  # None: the tools run on this machine
+        self.stream_window = StreamWindow()  # every turn's fragment window (``set_stream_window``)
         self._cache: dict[tuple[str, Any, bool, str], TurnConfig] = {}
 
     def use_environment(self, environment: AgentExecutionEnv) -> None:
@@ -283,6 +285,7 @@ class ConfigResolver:
             tool_definitions=self.tool_definitions,
             context_window=settings.get("context_window") or model.context_window,
             compaction=self.compaction,
+            stream_window=self.stream_window,
         )
 
 

@@ -11,6 +11,7 @@ queued inputs, subagents and background work, and ``control()`` / ``serve()`` be
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 import shutil
 import tempfile
@@ -24,6 +25,7 @@ from agentcore.clock import WallClock, system_clock
 from agentcore.compaction.settings import CompactionSettings
 from agentcore.config import ConfigResolver
 from agentcore.context.meter import ContextMeter
+from agentcore.engine.fragments import MAX_WINDOW_S
 from agentcore.engine.operations import (
     apply_resume,
     input_hash,
@@ -201,6 +203,21 @@ class AgentRuntime:
         configuration it started with. A bad entry is ``input_validation`` and nothing changes."""
         self.log  # noqa: B018 - raises once closed
         self.config.update_models(_model_table(models))
+
+    def set_stream_window(self, seconds: float) -> None:
+        """How long streamed text may wait for its commit — and its events with it — from now on
+        (default 0.02 s, at most 1 s). A host that runs many streams in one process widens it:
+        fewer commits and fewer batches of events per answer, each shown that much later. Events
+        are still emitted only after the fragments they carry are committed (D1, D3). Not a
+        number in (0, 1] is ``input_validation`` naming ``stream_window``."""
+        self.log  # noqa: B018 - raises once closed
+        valid = isinstance(seconds, int | float) and not isinstance(seconds, bool) and math.isfinite(seconds)
+        if not valid or not 0 < seconds <= MAX_WINDOW_S:
+            raise InputValidationError(
+                f"stream_window must be a number of seconds in (0, {MAX_WINDOW_S:g}], got {seconds!r}",
+                field="stream_window",
+            )
+        self.config.stream_window.seconds = float(seconds)
 
     def read_transcript(self, target_id: int | None = None, *, entry_ids: bool = False) -> list[dict[str, Any]]:
         """The model-visible context as message dicts (the store keeps the full history).

@@ -27,7 +27,8 @@ tokens, at ``--long-sizes``) shows whether bytes per token stay constant as the 
 
 ``--flush-interval S`` sets ``STUDIO_FLUSH_INTERVAL``; ``--env NAME=VALUE`` any other setting.
 ``--profile out.txt`` samples daphne with py-spy for the whole run (read it with
-``bench/profile_top.py``).
+``bench/profile_top.py``); ``--profile-phase open`` or ``turn`` samples only that phase of every
+size (each phase's samples appended to the file).
 
     python bench/studio_overhead.py [--sizes 1,10,50,200] [--tokens 60] [--long-tokens 2000]
                                     [--long-sizes 1] [--pace-ms 20] [--rounds-1 5]
@@ -131,6 +132,8 @@ class Watch:
     session_id: str
     posted: float = 0.0
     ended: float = 0.0
+    page: str = ""  # the page as its GET returned it
+    opening: str = ""  # the socket's first frame (a full render, or the sign the page is current)
     frames: list[tuple[float, str]] = field(default_factory=list)
     error: str = ""
 
@@ -142,10 +145,15 @@ async def open_page(studio: StudioProcess, http: Any, w: Watch, limit: float) ->
 
     page = await http.get(f"/sessions/{w.session_id}/")
     page.raise_for_status()
-    ws_url = studio.base.replace("http", "ws") + f"/ws/sessions/{w.session_id}/"
+    w.page = page.text
+    ws_path = re.search(r'ws-connect="([^"]+)"', w.page)
+    ws_url = studio.base.replace("http", "ws") + (
+        ws_path.group(1).replace("&amp;", "&") if ws_path else f"/ws/sessions/{w.session_id}/"
+    )
     headers = {"Cookie": studio.cookie, "Origin": studio.base}
     ws = await websockets.connect(ws_url, additional_headers=headers, max_size=None)
-    await asyncio.wait_for(ws.recv(), limit)  # the initial full render
+    first = await asyncio.wait_for(ws.recv(), limit)  # the initial render (or the sign the page is current)
+    w.opening = first if isinstance(first, str) else first.decode()
     return ws
 
 
@@ -182,10 +190,36 @@ class SizeRun:
     open_cpu_s: float = 0.0
     prompt_cpu_s: float = 0.0
     open_wall_s: float = 0.0
+    open_roles: dict[str, float] = field(default_factory=dict)  # page + socket + runtime, CPU s per role
     turn_roles: dict[str, float] = field(default_factory=dict)  # prompt → turn end, CPU s per role
 
 
-async def run_size(studio: StudioProcess, sessions: list[Watch], tokens: int, limit: float) -> SizeRun:
+@dataclass
+class PhaseProfile:
+    """py-spy over one phase of every size (``--profile-phase``): started before it, stopped after."""
+
+    out: Path | None = None
+    phase: str = "all"
+    gil: bool = True
+    rate: int = 250
+
+    def start(self, studio: StudioProcess, phase: str) -> None:
+        if self.out is not None and self.phase == phase:
+            studio.py_spy(self.out.with_suffix(f".{phase}.part"), rate=self.rate, gil=self.gil)
+            time.sleep(1.0)  # py-spy attaches before the phase starts (waiting for a process to start)
+
+    def stop(self, studio: StudioProcess, phase: str) -> None:
+        if self.out is not None and self.phase == phase:
+            studio.stop_py_spy()
+            part = self.out.with_suffix(f".{phase}.part")
+            with self.out.open("a") as out:
+                out.write(part.read_text() if part.exists() else "")
+            part.unlink(missing_ok=True)
+
+
+async def run_size(
+    studio: StudioProcess, sessions: list[Watch], tokens: int, limit: float, profile: PhaseProfile | None = None
+) -> SizeRun:
     """All N pages (and their runtimes) and sockets open first, then the N prompts at once."""
     import httpx
 
@@ -193,14 +227,21 @@ async def run_size(studio: StudioProcess, sessions: list[Watch], tokens: int, li
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
     run = SizeRun()
     async with httpx.AsyncClient(base_url=studio.base, headers=headers, limits=limits, timeout=limit) as http:
-        cpu0, wall0 = studio.cpu_seconds(), time.monotonic()
+        profile = profile or PhaseProfile()
+        profile.start(studio, "open")
+        cpu0, roles0, wall0 = studio.cpu_seconds(), studio.cpu_by_role(), time.monotonic()
         sockets = await asyncio.gather(*(open_page(studio, http, w, limit) for w in sessions))
         cpu1, roles1 = studio.cpu_seconds(), studio.cpu_by_role()
+        profile.stop(studio, "open")
+        profile.start(studio, "turn")
+        cpu1, roles1 = studio.cpu_seconds(), studio.cpu_by_role()
         run.open_cpu_s, run.open_wall_s = cpu1 - cpu0, time.monotonic() - wall0
+        run.open_roles = {role: cpu - roles0.get(role, 0.0) for role, cpu in roles1.items()}
         # One gather: every task posts its prompt in the same turn of the loop.
         await asyncio.gather(*(stream(http, ws, w, tokens, limit) for ws, w in zip(sockets, sessions, strict=True)))
         run.prompt_cpu_s = studio.cpu_seconds() - cpu1
         run.turn_roles = {role: cpu - roles1.get(role, 0.0) for role, cpu in studio.cpu_by_role().items()}
+        profile.stop(studio, "turn")
         for ws in sockets:
             await ws.close()
     return run
@@ -216,6 +257,36 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
     return best
 
 
+def _text(node: Any) -> str:
+    """The text of an element tree (tags dropped), so a marker split across elements still reads whole."""
+    return "".join(c if isinstance(c, str) else _text(c) for c in node.children)
+
+
+def page_check(w: Watch, tokens: int) -> tuple[int, int, int]:
+    """Apply the socket's frames to the page as htmx does (``tests/studio/oob.py``) and count this
+    session's token markers in the conversation after every frame: (tokens ever shown twice at
+    once, tokens missing from the final conversation, markers of other sessions seen)."""
+    from tests.studio.oob import apply, parse
+
+    page = parse(w.page)
+    duplicated: set[int] = set()
+    foreign = 0
+    counts: dict[int, int] = {}
+    for html in [w.opening, *(text for _at, text in w.frames)]:
+        apply(page, html)
+        conversation = page.find("conversation")
+        counts = {}
+        for match in MARK.finditer(_text(conversation) if conversation is not None else ""):
+            if int(match.group(1)) != w.k:
+                foreign += 1
+                continue
+            i = int(match.group(2))
+            counts[i] = counts.get(i, 0) + 1
+        duplicated.update(i for i, n in counts.items() if n > 1)
+    missing = sum(1 for i in range(tokens) if counts.get(i, 0) != 1)
+    return len(duplicated), missing, foreign
+
+
 def analyse(sessions: list[Watch], stamps: dict[str, float], tokens: int) -> dict[str, Any]:
     delays: list[float] = []
     ttft: list[float] = []
@@ -223,10 +294,14 @@ def analyse(sessions: list[Watch], stamps: dict[str, float], tokens: int) -> dic
     submit: list[float] = []
     streams: list[tuple[float, float]] = []
     missing = 0
+    duplicated = page_missing = foreign = 0
     frames = 0
     size = 0
     largest = 0
     for w in sessions:
+        if w.page and not w.error:
+            twice, lost, other = page_check(w, tokens)
+            duplicated, page_missing, foreign = duplicated + twice, page_missing + lost, foreign + other
         seen: dict[int, float] = {}
         for at, text in w.frames:
             frames += 1
@@ -255,6 +330,9 @@ def analyse(sessions: list[Watch], stamps: dict[str, float], tokens: int) -> dic
         "sessions": len(sessions),
         "errors": [w.error for w in sessions if w.error],
         "missing_tokens": missing,
+        "duplicated_tokens": duplicated,
+        "page_missing_tokens": page_missing,
+        "foreign_tokens": foreign,
         "max_overlap": max_overlap(streams),
         "delay_median_ms": statistics.median(delays) if delays else None,
         "delay_p95_ms": _p95(delays) if delays else None,
@@ -286,9 +364,17 @@ def _row(r: dict[str, Any]) -> str:
     notes = f"{len(r['errors'])} errors: {r['errors'][:1]}" if r["errors"] else ""
     if r["missing_tokens"]:
         notes += f" {r['missing_tokens']} tokens never seen"
+    if r["duplicated_tokens"] or r["page_missing_tokens"] or r["foreign_tokens"]:
+        notes += (
+            f" LOST/DUPLICATED on the page: {r['duplicated_tokens']} shown twice, {r['page_missing_tokens']} "
+            f"not exactly once at the end, {r['foreign_tokens']} of other sessions"
+        )
+    else:
+        notes += " page: every token exactly once"
     first = "—" if r["first_token_p95_s"] is None else f"{r['first_token_p95_s']:.2f}"
     roles = " ".join(f"{role} {ms:.0f}" for role, ms in r["cpu_turn_ms_by_role"].items())
-    notes += f" [turn cpu: {roles}; submit→req max {_fmt(r['submit_max_ms'])}]"
+    opening = " ".join(f"{role} {ms:.0f}" for role, ms in r["cpu_open_ms_by_role"].items())
+    notes += f" [open cpu: {opening}; turn cpu: {roles}; submit→req max {_fmt(r['submit_max_ms'])}]"
     return (
         f"{r['size']:>4}{r['tokens']:>7}{r['max_overlap']:>8}{_fmt(r['delay_median_ms']):>10}"
         f"{_fmt(r['delay_p95_ms']):>7}{_fmt(r['delay_max_ms']):>7}{_fmt(r['ttft_median_ms']):>9}"
@@ -316,12 +402,20 @@ def main() -> None:
     parser.add_argument("--debug", action="store_true", help="DJANGO_DEBUG=1 (records every SQL query)")
     parser.add_argument("--profile", type=Path, help="sample daphne with py-spy into this file (collapsed stacks)")
     parser.add_argument("--profile-threads", action="store_true", help="profile every thread, not only the GIL's")
+    parser.add_argument("--profile-phase", choices=("all", "open", "turn"), default="all")
+    parser.add_argument("--profile-rate", type=int, default=250, help="py-spy samples per second")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for Studio's processes")
     parser.add_argument(
         "--workers",
         default=os.environ.get("STUDIO_WORKERS", "0"),
         help="run Studio as `manage.py studio --workers N` (0, Studio's default: host in daphne; auto: one per core); "
         "'daphne' runs daphne alone with the in-process host (the first Studio's set-up)",
+    )
+    parser.add_argument(
+        "--isolation",
+        choices=("default", "host", "sandbox"),
+        default="default",
+        help="where the sessions' tools run: default (the benchmark's user is not staff: a sandbox), or forced",
     )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--serve", nargs=2, type=float, help=argparse.SUPPRESS)
@@ -381,13 +475,16 @@ def main() -> None:
                     permission_policy="read-only",
                     effort="low",
                     mode="build",
+                    tool_isolation="" if args.isolation == "default" else args.isolation,
                 ).pk
             )
 
         k = 0
         asyncio.run(run_size(studio, [Watch(999, new_session())], args.tokens, args.timeout))  # imports, renders
-        if args.profile:
-            studio.py_spy(args.profile, gil=not args.profile_threads)
+        phases = PhaseProfile(args.profile, args.profile_phase, not args.profile_threads, args.profile_rate)
+        if args.profile and args.profile_phase == "all":
+            studio.py_spy(args.profile, rate=args.profile_rate, gil=not args.profile_threads)
+            phases = PhaseProfile()
         for n, tokens in cases:
             rounds = args.rounds_1 if n == 1 and tokens == args.tokens else 1
             watched: list[Watch] = []
@@ -397,7 +494,7 @@ def main() -> None:
                 for _ in range(n):
                     batch.append(Watch(k, new_session()))
                     k += 1
-                runs.append(asyncio.run(run_size(studio, batch, tokens, args.timeout)))
+                runs.append(asyncio.run(run_size(studio, batch, tokens, args.timeout, phases)))
                 watched += batch
             result = analyse(watched, provider.control("/_fake/stamps"), tokens)
             result.update(
@@ -411,6 +508,10 @@ def main() -> None:
                     role: sum(r.turn_roles.get(role, 0.0) for r in runs) * 1000 / len(watched)
                     for role in sorted({role for r in runs for role in r.turn_roles})
                 },
+                cpu_open_ms_by_role={
+                    role: sum(r.open_roles.get(role, 0.0) for r in runs) * 1000 / len(watched)
+                    for role in sorted({role for r in runs for role in r.open_roles})
+                },
                 submit_max_ms=max(submits) if (submits := result.get("submits")) else None,
             )
             results.append(result)
@@ -423,7 +524,10 @@ def main() -> None:
                 default=str,
             )
         )
-    if any(r["errors"] or r["missing_tokens"] for r in results):
+    if any(
+        r["errors"] or r["missing_tokens"] or r["duplicated_tokens"] or r["page_missing_tokens"] or r["foreign_tokens"]
+        for r in results
+    ):
         sys.exit(1)
 
 

@@ -143,14 +143,20 @@ class StudioProcess:
 
     def cpu_by_role(self) -> dict[str, float]:
         """CPU seconds so far per role: ``daphne``, ``workers`` (session-host worker processes),
-        ``supervisor`` (``manage.py studio`` with its channel layer hub)."""
+        ``sandboxes`` (the execution-environment workers of sandboxed sessions, with their
+        ``bwrap``), ``supervisor`` (``manage.py studio`` with its channel layer hub)."""
         roles: dict[str, float] = {}
         for pid in [self.pid, *descendants(self.pid)]:
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            role = "daphne" if b"daphne" in cmdline else "workers" if b"runworker" in cmdline else "supervisor"
+            if b"bwrap" in cmdline or b"environment.worker" in cmdline:
+                role = "sandboxes"
+            elif b"daphne" in cmdline:
+                role = "daphne"
+            else:
+                role = "workers" if b"runworker" in cmdline else "supervisor"
             roles[role] = roles.get(role, 0.0) + process_cpu_seconds(pid)
         return roles
 

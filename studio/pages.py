@@ -13,13 +13,13 @@ when a turn ended), so a push costs what changed, not the whole page.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from studio import rendering, selectors, text_stream, trace, trace_records
 from studio.confinement import confinement_of
 from studio.demo_prompts import Suggestion, suggestions
 from studio.host.contract import HostState, Regions, live_prefix
-from studio.host.live import DELIVERY_PREFIX, LiveBlock, message_text
+from studio.host.live import DELIVERY_PREFIX, LiveBlock, LiveTurn, message_text
 from studio.model_capabilities import capabilities
 from studio.models import Effort, PermissionPolicy, SessionKind, StudioSession
 from studio.stores import location_of
@@ -262,7 +262,7 @@ def conversation_context(session: StudioSession, state: HostState) -> dict[str, 
         "turns": window,
         "turns_first": first,
         "turns_total": total,
-        "turns_generation": rendering.generation_of(state.transcript),
+        "turns_generation": rendering.generation_of(state.settled_transcript),
         "live": live,
         "live_prefix": live_prefix(live["request_id"]) if live else "",
         "code_mode_runs": code_mode_runs(state.snapshot),
@@ -291,7 +291,7 @@ def turns_page(session: StudioSession, state: HostState, start: int, end: int) -
         "turns": page,
         "start": start,
         "end": end,
-        "generation": rendering.generation_of(state.transcript),
+        "generation": rendering.generation_of(state.settled_transcript),
         "code_mode_runs": code_mode_runs(state.snapshot),
     }
 
@@ -325,8 +325,9 @@ def _attach_notices(session: StudioSession, all_turns: list[rendering.Turn], sho
 
 
 def pending_context(session: StudioSession, state: HostState) -> dict[str, Any]:
-    """The review card or the question form of a paused turn (nothing while a turn is live)."""
-    pending = selectors.pending_run(str(session.pk)) if state.live is None else None
+    """The review card or the question form of a paused turn (nothing while a turn is live, or
+    when the host knows no turn of this view waits: ``HostState.waiting``)."""
+    pending = selectors.pending_run(str(session.pk)) if state.live is None and state.waiting is not False else None
     pending_info = (pending or {}).get("pending")
     if pending_info and pending_info.get("kind") == "ask_user":
         pending_info = {**pending_info, "questions": normalize_questions(pending_info.get("questions") or [])}
@@ -423,7 +424,15 @@ def render_regions(
     whole_turn = regions.conversation or (regions.opening and live is not None)
     if live is not None and not whole_turn:
         parts.extend(
-            live_block_parts(state, live, added or [], changed or [], snapshot_changed=regions.tasks, sent=sent)
+            live_block_parts(
+                live_prefix(live["request_id"]),
+                code_mode_runs(state.snapshot),
+                live.get("streams") or {},
+                added or [],
+                changed or [],
+                every=live["blocks"] if regions.tasks else None,
+                sent=sent,
+            )
         )
     if regions.ring:
         parts.append(
@@ -447,11 +456,7 @@ def render_regions(
         if "conversation" not in names:
             names.insert(0, "conversation")
     elif regions.opening and live is not None:
-        context.update({"live": live, "live_prefix": live_prefix(live["request_id"])})
-        context["code_mode_runs"] = code_mode_runs(state.snapshot)
-        parts.append(
-            rendering.oob(rendering.render_template("studio/_live_turn.html", context), "beforeend:#conversation")
-        )
+        parts.append(opening_html(state, live))
     if "pending" in names and "pending" not in context:
         context.update(pending_context(session, state))
     if {"controls", "config", "records", "conversation"} & set(names):
@@ -485,21 +490,21 @@ def opening_html(state: HostState, live: dict[str, Any]) -> str:
 
 
 def live_block_parts(
-    state: HostState,
-    live: dict[str, Any],
+    prefix: str,
+    runs: dict[str, Any],
+    streams: dict[str, Any],
     added: list[LiveBlock],
     changed: list[LiveBlock],
     *,
-    snapshot_changed: bool,
+    every: list[LiveBlock] | None = None,
     sent: dict[str, text_stream.StreamState] | None = None,
 ) -> list[str]:
     """The live turn's new blocks (appended), its changed ones (a text block: what it gained,
-    ``text_stream``; others replaced in place, keeping an open ``<details>`` open), and its
-    ``codemode`` blocks again when the snapshot changed (a script's nested calls settle in
-    snapshots, not in events). ``sent``: each text block's state on the page before this push."""
-    prefix = live_prefix(live["request_id"])
-    runs = code_mode_runs(state.snapshot)
-    streams = live.get("streams") or {}
+    ``text_stream``; others replaced in place, keeping an open ``<details>`` open), and — given
+    ``every`` block, when the snapshot changed — its ``codemode`` blocks again (a script's nested
+    calls settle in snapshots, not in events). ``prefix``: the turn's DOM prefix; ``runs``: the
+    snapshot's code-mode runs; ``streams``: each text block's streaming state now (as data),
+    ``sent`` the one the page has before this push."""
     parts: list[str] = []
 
     def html(block: LiveBlock) -> Any:
@@ -521,7 +526,27 @@ def live_block_parts(
                 if block.kind != "text"
                 else rendering.oob(rendering.render_block(block, prefix, runs, html(block)))
             )
-    if snapshot_changed and runs:
+    if every is not None and runs:
         pushed = {b.key for b in [*added, *changed]}
-        parts.extend(rendering.render_code_mode_parts(live["blocks"], prefix, runs, skip=pushed))
+        parts.extend(rendering.render_code_mode_parts(every, prefix, runs, skip=pushed))
     return parts
+
+
+def render_live_patch(
+    live: LiveTurn,
+    added: list[LiveBlock],
+    changed: list[LiveBlock],
+    *,
+    snapshot: dict[str, Any] | None,
+    streams: dict[str, Any],
+    sent: dict[str, text_stream.StreamState],
+    ring: dict[str, int] | Literal[False] | None = False,
+) -> str:
+    """A push of streamed work only — the live turn's new and changed blocks and, unless ``ring``
+    is False, the context ring — rendered from the live turn itself: no ``HostState`` is built and
+    no row is read, so what each token costs is its own markup. The same parts ``render_regions``
+    sends for such a push."""
+    parts = live_block_parts(live_prefix(live.request_id), code_mode_runs(snapshot), streams, added, changed, sent=sent)
+    if ring is not False:
+        parts.append(rendering.render_context_ring(ring, oob=True))
+    return "".join(parts)

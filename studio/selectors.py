@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Case, Count, Q, QuerySet, Sum, Value, When
 from django.http import Http404
 
+from studio import sql
 from studio.host.contract import HostError, SessionConfig
 from studio.host.live import STEER_MISSED
 from studio.models import (
@@ -124,6 +125,14 @@ def model_table(model: RegisteredModel) -> dict[str, Any]:
     return {m.model_id: m.attributes for m in model_choices(model) if m.attributes and not m.is_demo}
 
 
+def enabled_model_rows() -> tuple[tuple[Any, ...], ...]:
+    """What every model table depends on — each enabled model's identity, endpoint, key (as
+    stored) and attributes — as plain values in one read: the host compares it before each
+    prompt and builds a table again (model instances, decrypted keys) only when it changed."""
+    fields = ("pk", "provider", "model_id", "base_url", "api_kind", "api_key", "attributes")
+    return tuple(RegisteredModel.objects.filter(enabled=True).order_by("pk").values_list(*fields))
+
+
 def session_model_table(root_id: str) -> dict[str, Any]:
     """``model_table`` of the session that owns the store ``root_id``."""
     model = RegisteredModel.objects.get(sessions__pk=root_id)
@@ -147,6 +156,7 @@ def session_config(session_id: str) -> SessionConfig:
         model_options = model.runtime_options()
     except CredentialsError as exc:
         raise HostError("credentials", str(exc)) from None
+    rows = enabled_model_rows()
     return SessionConfig(
         session_id=str(session.pk),
         store=location_of(root),
@@ -159,6 +169,8 @@ def session_config(session_id: str) -> SessionConfig:
         target_id=int(session.target_id),
         kind=str(session.kind),
         models=model_table(model),
+        model_rows=rows,
+        owner_id=int(root.owner_id),
         confinement=confinement,
     )
 
@@ -208,34 +220,41 @@ def run_notices(session_id: str, prompts: set[str] | None = None) -> dict[str, l
     ``prompts`` limits the query to the prompts on screen.
     """
     notices: dict[str, list[dict[str, str] | None]] = {}
-    runs = (
-        Run.objects.filter(session_id=session_id)
-        .exclude(prompt="")
-        .exclude(status__in=(RunStatus.QUEUED, RunStatus.WITHDRAWN, RunStatus.CANCELLED))
-        .order_by("started_at", "id")
-    )
+    if prompts is not None and not prompts:
+        return notices
+    skipped = (RunStatus.QUEUED, RunStatus.WITHDRAWN, RunStatus.CANCELLED)
+    columns = ("prompt", "status", "error_code", "error", "retries", "mode")
+    where = [f"{sql.column(Run, 'session')} = %s", f"{sql.column(Run, 'prompt')} <> ''"]
+    params: list[Any] = [sql.param(Run, "session", session_id)]
+    where.append(f"{sql.column(Run, 'status')} NOT IN ({', '.join(['%s'] * len(skipped))})")
+    params.extend(str(status) for status in skipped)
     if prompts is not None:
-        runs = runs.filter(prompt__in=prompts)
-    for run in runs:
+        where.append(f"{sql.column(Run, 'prompt')} IN ({', '.join(['%s'] * len(prompts))})")
+        params.extend(sorted(prompts))
+    statement = (
+        f"SELECT {', '.join(sql.column(Run, c) for c in columns)} FROM {sql.table(Run)} "
+        f"WHERE {' AND '.join(where)} ORDER BY {sql.column(Run, 'started_at')}, {sql.column(Run, 'id')}"
+    )
+    for prompt, status, error_code, error, retries, mode in sql.fetch(statement, params, [(Run, c) for c in columns]):
         notice: dict[str, str] | None
-        if run.status == RunStatus.FAILED:
-            notice = {"level": "error", "title": "The run failed", "code": run.error_code, "text": run.error}
-        elif run.status == RunStatus.ABORTED and run.error_code == "cancelled_offline":
+        if status == RunStatus.FAILED:
+            notice = {"level": "error", "title": "The run failed", "code": error_code, "text": error}
+        elif status == RunStatus.ABORTED and error_code == "cancelled_offline":
             notice = {"level": "stopped", "title": "Stopped", "code": "", "text": "Cancelled by an admin."}
-        elif run.status == RunStatus.ABORTED:
+        elif status == RunStatus.ABORTED:
             notice = {"level": "stopped", "title": "Stopped", "code": "", "text": ""}
-        elif dropped := [r for r in run.retries if r.get("kind") in ("dropped", "connect")]:
+        elif dropped := [r for r in retries or [] if r.get("kind") in ("dropped", "connect")]:
             notice = {
                 "level": "info",
                 "title": f"Recovered after {len(dropped)} network retr{'y' if len(dropped) == 1 else 'ies'}",
                 "code": "",
                 "text": str(dropped[-1].get("reason") or ""),
             }
-        elif run.mode == "steer" and run.status != RunStatus.PLACED:
+        elif mode == "steer" and status != RunStatus.PLACED:
             notice = {"level": "info", "title": "Sent as the next message", "code": "", "text": STEER_MISSED}
         else:
             notice = None
-        notices.setdefault(run.prompt, []).append(notice)
+        notices.setdefault(prompt, []).append(notice)
     return notices
 
 
@@ -259,17 +278,22 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
     records = UsageRecord.objects.filter(session=root)
     if targets is not None:
         records = records.filter(target_id__in=targets)
-    sums = records.aggregate(
-        calls=Count("id"), cost=Sum("cost"), **{f: Sum(f) for f in _TOKEN_FIELDS + _COST_FIELDS}
-    )
+    newest, prompts = _newest_usage(root, session, targets, USAGE_TURNS * 4 + 1)
+    if len(newest) <= USAGE_TURNS * 4:  # every record is here: the totals are their sums
+        sums: dict[str, Any] = {"calls": len(newest)}
+        for f in ("cost", *_TOKEN_FIELDS, *_COST_FIELDS):
+            sums[f] = sum((r[f] for r in newest), Decimal(0) if f == "cost" or f in _COST_FIELDS else 0)
+    else:
+        newest.pop()
+        sums = records.aggregate(
+            calls=Count("id"), cost=Sum("cost"), **{f: Sum(f) for f in _TOKEN_FIELDS + _COST_FIELDS}
+        )
     totals: dict[str, Any] = {"calls": sums["calls"] or 0, "cost": sums["cost"] or Decimal(0)}
     for f in _TOKEN_FIELDS:
         totals[f] = sums[f] or 0
     for f in _COST_FIELDS:
         totals[f] = sums[f] or Decimal(0)
     totals["tokens"] = sum(totals[f] for f in _TOKEN_FIELDS[:4])
-    columns = ("request_id", "model", "target_id", "cost", *_TOKEN_FIELDS, *_COST_FIELDS)
-    newest = list(records.order_by("-id").values(*columns)[: USAGE_TURNS * 4])
     newest.reverse()
     turns: OrderedDict[str, dict[str, Any]] = OrderedDict()
     for record in newest:
@@ -292,11 +316,6 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
         for f in _TOKEN_FIELDS + _COST_FIELDS:
             turn[f] += record[f]
     rows = list(turns.values())[-USAGE_TURNS:]
-    prompts = dict(
-        Run.objects.filter(session__in=[session, root], request_id__in=[r["request_id"] for r in rows]).values_list(
-            "request_id", "prompt"
-        )
-    )
     for row in rows:
         row["prompt"] = prompts.get(row["request_id"], "")
     priced = any(totals[f] for f in _COST_FIELDS)
@@ -322,6 +341,43 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
         "usage_totals": totals,
         "usage_chart": _usage_chart(rows),
     }
+
+
+_USAGE_COLUMNS = ("request_id", "model", "target_id", "cost", *_TOKEN_FIELDS, *_COST_FIELDS)
+
+
+def _newest_usage(
+    root: StudioSession, session: StudioSession, targets: set[int] | None, limit: int
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The newest ``limit`` usage records of the store (of ``targets``), newest first, and the
+    prompt of each one's turn (its run in this view or the main one): one statement
+    (``studio.sql``: it runs on every turn's end of every watched page)."""
+    u = sql.table(UsageRecord)
+    selected = ", ".join(f"u.{sql.column(UsageRecord, c)}" for c in _USAGE_COLUMNS)
+    runs, run_session = sql.table(Run), sql.column(Run, "session")
+    prompt = (
+        f"(SELECT r.{sql.column(Run, 'prompt')} FROM {runs} r WHERE r.{sql.column(Run, 'request_id')} = "
+        f"u.{sql.column(UsageRecord, 'request_id')} AND r.{run_session} IN (%s, %s) "
+        f"ORDER BY r.{sql.column(Run, 'started_at')} DESC, r.{sql.column(Run, 'id')} DESC LIMIT 1)"
+    )
+    params: list[Any] = [sql.param(Run, "session", session.pk), sql.param(Run, "session", root.pk)]
+    where = f"u.{sql.column(UsageRecord, 'session')} = %s"
+    params.append(sql.param(UsageRecord, "session", root.pk))
+    if targets is not None:
+        where += f" AND u.{sql.column(UsageRecord, 'target_id')} IN ({', '.join(['%s'] * len(targets)) or 'NULL'})"
+        params.extend(sorted(targets))
+    statement = (
+        f"SELECT {selected}, {prompt} FROM {u} u WHERE {where} "
+        f"ORDER BY u.{sql.column(UsageRecord, 'id')} DESC LIMIT %s"
+    )
+    fields = [(UsageRecord, c) for c in _USAGE_COLUMNS] + [(Run, "prompt")]
+    newest: list[dict[str, Any]] = []
+    prompts: dict[str, str] = {}
+    for row in sql.fetch(statement, [*params, limit], fields):
+        record = dict(zip(_USAGE_COLUMNS, row[:-1], strict=True))
+        newest.append(record)
+        prompts.setdefault(record["request_id"], row[-1] or "")
+    return newest, prompts
 
 
 def _usage_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:

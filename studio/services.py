@@ -14,7 +14,8 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q, Sum
+from django.db.models import Case, F, Q, Sum, Value, When
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agentcore.demo import seed_demo_workspace
@@ -118,17 +119,59 @@ def title_from(prompt: str) -> str:
 # --- called by the session host -----------------------------------------------------------------
 
 
+class SessionRows:
+    """The changes a batch of the host's writes makes to session rows, written as one ``UPDATE``
+    per session (``write``) instead of one per change: a turn's start, its usage, its end and the
+    sessions list's status each touched the same row with a statement of their own, and each ORM
+    statement costs far more CPU to build than to run."""
+
+    def __init__(self) -> None:
+        self._fields: dict[str, dict[str, Any]] = {}
+        self._added: dict[str, dict[str, Any]] = {}
+
+    def set(self, session_id: str, **fields: Any) -> None:
+        self._fields.setdefault(str(session_id), {}).update(fields)
+
+    def add(self, session_id: str, **deltas: Any) -> None:
+        """Add to counters (the row's value plus ``delta``, computed by the database)."""
+        added = self._added.setdefault(str(session_id), {})
+        for name, delta in deltas.items():
+            added[name] = added.get(name, 0) + delta
+
+    def title_if_empty(self, session_id: str, title: str) -> None:
+        self.set(session_id, title=Case(When(title="", then=Value(title)), default=F("title")))
+
+    def ledger_at_least(self, session_id: str, pos: int) -> None:
+        self.set(session_id, ledger_pos=Greatest(F("ledger_pos"), Value(pos)))
+
+    def write(self) -> None:
+        for session_id in {*self._fields, *self._added}:
+            fields = dict(self._fields.get(session_id, {}))
+            fields.update({name: F(name) + delta for name, delta in self._added.get(session_id, {}).items()})
+            StudioSession.objects.filter(pk=session_id).update(**fields)
+        self._fields.clear()
+        self._added.clear()
+
+
 def run_submitted(
-    session_id: str, *, request_id: str, prompt: str, agent: str, status: str, mode: str = "", effort: str = ""
+    session_id: str,
+    *,
+    request_id: str,
+    prompt: str,
+    agent: str,
+    status: str,
+    mode: str = "",
+    effort: str = "",
+    rows: SessionRows | None = None,
 ) -> None:
     """A prompt the person sent: a turn that runs now (``running``) or waits (``queued``).
 
-    The request id is new (the host makes one per prompt), so the row is inserted, and the
-    session's activity, status and — for its first prompt — title are conditional updates."""
-    updates: dict[str, Any] = {"last_activity": timezone.now()}
-    if status == str(RunStatus.RUNNING):
-        updates["status"] = SessionStatus.RUNNING
-    with transaction.atomic():
+    The request id is new (the host makes one per prompt), so the row is inserted; the session's
+    activity, status and — for its first prompt — title go into ``rows`` (written here when none
+    is given)."""
+    own = rows is None
+    rows = rows or SessionRows()
+    with transaction.atomic(savepoint=False):
         Run.objects.create(
             session_id=session_id,
             request_id=request_id,
@@ -138,9 +181,13 @@ def run_submitted(
             status=status,
             mode=mode if mode in ("follow_up", "steer") else "",
         )
-        StudioSession.objects.filter(pk=session_id).update(**updates)
+        rows.set(session_id, last_activity=timezone.now())
+        if status == str(RunStatus.RUNNING):
+            rows.set(session_id, status=SessionStatus.RUNNING)
         if prompt.strip():
-            StudioSession.objects.filter(pk=session_id, title="").update(title=title_from(prompt))
+            rows.title_if_empty(session_id, title_from(prompt))
+        if own:
+            rows.write()
 
 
 def run_begin(session_id: str, *, request_id: str, prompt: str, agent: str, effort: str) -> None:
@@ -191,20 +238,18 @@ def run_end(
     error: str = "",
     pending: dict[str, Any] | None = None,
     prompt: str = "",
+    rows: SessionRows | None = None,
 ) -> None:
     """A turn ended (or paused). Turns Studio did not start (a subagent's, a delivered result)
-    get their row here, so every turn of a view has one."""
+    get their row here, so every turn of a view has one. The session's activity goes into
+    ``rows`` (written here when none is given)."""
     now = timezone.now()
-    with transaction.atomic():
-        run, _created = Run.objects.get_or_create(
-            session_id=session_id, request_id=request_id, defaults={"prompt": prompt, "status": status}
-        )
-        run.status = status
-        run.error_code = error_code
-        run.error = error[:5000]
-        run.pending = pending
-        run.ended_at = now
-        run.save(update_fields=["status", "error_code", "error", "pending", "ended_at"])
+    own = rows is None
+    rows = rows or SessionRows()
+    ended = {"status": status, "error_code": error_code, "error": error[:5000], "pending": pending, "ended_at": now}
+    with transaction.atomic(savepoint=False):
+        if not Run.objects.filter(session_id=session_id, request_id=request_id).update(**ended):
+            Run.objects.create(session_id=session_id, request_id=request_id, prompt=prompt, **ended)
         if status == str(RunStatus.ABORTED):
             ToolCall.objects.filter(request_id=request_id, status="running").update(status="interrupted")
         if pending and pending.get("kind") == "plan" and pending.get("approval_id"):
@@ -213,7 +258,9 @@ def run_end(
                 approval_id=pending["approval_id"],
                 defaults={"request_id": request_id, "plan": pending.get("plan") or ""},
             )
-        StudioSession.objects.filter(pk=session_id).update(last_activity=now)
+        rows.set(session_id, last_activity=now)
+        if own:
+            rows.write()
 
 
 def runs_reconcile(views: dict[int, str], turns: list[dict[str, Any]]) -> int:
@@ -243,10 +290,15 @@ def runs_reconcile(views: dict[int, str], turns: list[dict[str, Any]]) -> int:
     return changed
 
 
-def view_statuses(statuses: dict[str, str]) -> None:
-    """The sessions list's status of each view, as the latest snapshot says."""
+def view_statuses(statuses: dict[str, str], rows: SessionRows | None = None) -> None:
+    """The sessions list's status of each view, as the latest snapshot says (into ``rows``,
+    written here when none is given)."""
+    own = rows is None
+    rows = rows or SessionRows()
     for session_id, status in statuses.items():
-        StudioSession.objects.filter(pk=session_id).update(status=status)
+        rows.set(session_id, status=status)
+    if own:
+        rows.write()
 
 
 def fork_create(session_id: str, *, target_id: int) -> str:
@@ -334,9 +386,16 @@ def retry_record(view_id: str, request_id: str, attempt: int, max_attempts: int,
 
 
 def record_usage(
-    session_id: str, request_id: str, usage: dict[str, Any], *, touch: bool = True, target_id: int = 0
+    session_id: str,
+    request_id: str,
+    usage: dict[str, Any],
+    *,
+    touch: bool = True,
+    target_id: int = 0,
+    rows: SessionRows | None = None,
 ) -> bool:
-    """Upsert one usage record; session totals grow only when the record is new.
+    """Upsert one usage record; session totals grow only when the record is new (in ``rows``,
+    written here when none is given).
 
     ``touch=False`` (a reconciliation, not new activity) leaves ``last_activity`` alone."""
     fields = ("input_tokens", "cached_input_tokens", "cache_creation_tokens", "output_tokens", "reasoning_tokens")
@@ -357,18 +416,27 @@ def record_usage(
                 **class_costs,
                 **values,
             )
-            if target_id == 0:  # the main conversation's totals grow live; views are summed per turn
-                StudioSession.objects.filter(pk=session_id).update(
-                    cost=F("cost") + cost,
-                    **({"last_activity": timezone.now()} if touch else {}),
-                    **{f: F(f) + v for f, v in values.items()},
-                )
     except IntegrityError:
         return False  # already recorded: a replayed report must not count twice
+    if target_id == 0:  # the main conversation's totals grow live; views are summed per turn
+        own = rows is None
+        rows = rows or SessionRows()
+        rows.add(session_id, cost=cost, **values)
+        if touch:
+            rows.set(session_id, last_activity=timezone.now())
+        if own:
+            rows.write()
     return True
 
 
-def usage_sync(session_id: str, ledger: list[Any], targets: dict[str, int] | None = None) -> int:
+def usage_sync(
+    session_id: str,
+    ledger: list[Any],
+    targets: dict[str, int] | None = None,
+    *,
+    known: set[str] | None = None,
+    rows: SessionRows | None = None,
+) -> int:
     """Make Studio's usage equal the store's ledger (a projection of it); returns rows added.
 
     Rows the store committed but Studio never saw (lost events: a crash between the
@@ -376,16 +444,22 @@ def usage_sync(session_id: str, ledger: list[Any], targets: dict[str, int] | Non
     added, keyed by ``record_id`` so nothing counts twice — in bulk, since a store opened for
     the first time may hold thousands; then the session totals are recomputed as sums of the
     records, never adjusted. ``targets`` maps the store's conversation ids to target ids.
+    ``known``: record ids the caller knows Studio has (the host's own writes since the last
+    sync): when the ledger has nothing else, Studio's rows are not read at all. The ledger
+    position goes into ``rows`` (written here when none is given).
     """
     targets = targets or {}
     ids = [row.record_id for row in ledger]
-    known: set[str] = set()
-    for start in range(0, len(ids), 500):
-        known.update(
-            UsageRecord.objects.filter(session_id=session_id, record_id__in=ids[start : start + 500]).values_list(
-                "record_id", flat=True
+    if known is not None and all(i in known for i in ids):
+        known = set(ids)
+    else:
+        known = set()
+        for start in range(0, len(ids), 500):
+            known.update(
+                UsageRecord.objects.filter(session_id=session_id, record_id__in=ids[start : start + 500]).values_list(
+                    "record_id", flat=True
+                )
             )
-        )
     fields = ("input_tokens", "cached_input_tokens", "cache_creation_tokens", "output_tokens", "reasoning_tokens")
     new_rows = []
     for row in ledger:
@@ -407,12 +481,18 @@ def usage_sync(session_id: str, ledger: list[Any], targets: dict[str, int] | Non
                 **{f: int(payload.get(f) or 0) for f in fields},
             )
         )
-    UsageRecord.objects.bulk_create(new_rows, batch_size=500, ignore_conflicts=True)
     if new_rows:
+        UsageRecord.objects.bulk_create(new_rows, batch_size=500, ignore_conflicts=True)
+        if rows is not None:
+            rows.write()  # counters added before are in the sums now: never add them again
         usage_totals_recompute(session_id)
     positions = [int(getattr(row, "pos", 0) or 0) for row in ledger]
     if positions:
-        StudioSession.objects.filter(pk=session_id, ledger_pos__lt=max(positions)).update(ledger_pos=max(positions))
+        own = rows is None
+        rows = rows or SessionRows()
+        rows.ledger_at_least(session_id, max(positions))
+        if own:
+            rows.write()
     return len(new_rows)
 
 

@@ -141,6 +141,10 @@ DATABASES = {
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             "transaction_mode": "IMMEDIATE",
         },
+        # One connection per thread for the process's life: every database hop of the session
+        # host (``database_sync_to_async``) otherwise opened a new SQLite connection and ran the
+        # pragmas above again (a file open and two statements per hop, several hops per turn).
+        "CONN_MAX_AGE": None,
         "TEST": {"NAME": os.environ.get("STUDIO_TEST_DATABASE_PATH") or None},
     }
 }
@@ -218,9 +222,10 @@ elif STUDIO_LOCAL_LAYER:
         }
     }
 else:
+    # One process: Channels' in-memory contract, at the cost of the channel at hand per push.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "BACKEND": "studio.host.memory_layer.ProcessChannelLayer",
             "CONFIG": {"capacity": 1500, "expiry": 60, "group_expiry": 86400},
         }
     }
@@ -231,6 +236,9 @@ STUDIO_HOST_MODE = os.environ.get("STUDIO_HOST_MODE", "inprocess")
 # which measured faster to first token and cheaper in CPU on a 2-core machine: docs/benchmarks.md).
 STUDIO_WORKERS = os.environ.get("STUDIO_WORKERS", "0")
 STUDIO_FLUSH_INTERVAL = float(os.environ.get("STUDIO_FLUSH_INTERVAL", "0.025"))
+# The widest stream window a host gives its runtimes when many turns stream at once (agentcore
+# commits streamed text, and emits it, once per window; 20 ms per ten live turns, from 20 ms).
+STUDIO_STREAM_WINDOW_MAX = float(os.environ.get("STUDIO_STREAM_WINDOW_MAX", "0.06"))
 STUDIO_RUNTIME_IDLE_SECONDS = float(os.environ.get("STUDIO_RUNTIME_IDLE_SECONDS", "900"))
 # Dotted path of an async factory ``(SessionConfig) -> runtime``; empty = agentcore.create_agent.
 STUDIO_RUNTIME_FACTORY = os.environ.get("STUDIO_RUNTIME_FACTORY", "")

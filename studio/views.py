@@ -61,8 +61,9 @@ def session_create(request: HttpRequest) -> HttpResponse:
 
 
 async def _owned_session(request: HttpRequest, session_id: Any) -> StudioSession:
-    user = await request.auser()
-    return await sync_to_async(selectors.session_for_user)(user, session_id)
+    # ``request.user`` (not ``auser()``): the login wall has loaded it already, and ``auser()``
+    # keeps a cache of its own, so it read the user row a second time.
+    return await sync_to_async(selectors.session_for_user)(request.user, session_id)
 
 
 async def _state(session: StudioSession) -> tuple[HostState, str]:

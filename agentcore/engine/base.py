@@ -22,6 +22,7 @@ from agentcore.engine.endings import (
     end_operation_aborted,
     settle_open_calls,
 )
+from agentcore.engine.fragments import StreamWindow
 from agentcore.engine.retry import (
     Sleep,
 )
@@ -66,6 +67,7 @@ class TurnConfig:
     tool_definitions: dict[str, ToolDefinition] = field(default_factory=dict)
     context_window: int | None = None
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    stream_window: StreamWindow = field(default_factory=StreamWindow)  # the runtime's, shared
 
     def tool_specs(self) -> list[ToolSpec]:
         return [ToolSpec(t.name, t.description, t.parameters) for t in self.tools]
@@ -221,6 +223,12 @@ class EngineBase:
     def _window(cfg: TurnConfig) -> int:
         return cfg.context_window or cfg.model.context_window
 
+    @property
+    def event_request_id(self) -> str | None:
+        """The ``request_id`` the engine's events carry: the turn's in session mode (built in,
+        so the session does not copy each event to stamp it), None outside it (SPEC E1)."""
+        return self.request_id if self.session is not None else None
+
     def _context_usage(self, *, streaming_chars: int = 0, throttle: bool = False) -> ContextUsageEvent | None:
         if self.context_meter is None:
             return None
@@ -231,7 +239,7 @@ class EngineBase:
         if measured is None:
             return None
         self._last_usage_emit = now
-        return ContextUsageEvent.model_construct(used=measured[0], total=measured[1])
+        return ContextUsageEvent.model_construct(used=measured[0], total=measured[1], request_id=self.event_request_id)
 
 
 _USAGE_EVENT_FIELDS = (

@@ -2,11 +2,12 @@
 
 One transaction per token would cost more than the model stream itself, so deltas are
 merged per content block and committed at most every ``FLUSH_INTERVAL_S`` (or when the
-buffer grows past ``FLUSH_CHARS``). The events describing a fragment are released only after
-its commit, so the durable window a crash can lose is the text of the last 20 ms — and no
-client has seen that text either. 20 ms keeps the delay the durable commit adds to the first
-token under the 20 ms a person notices (it was 50 ms); a reply that streams in less than that
-still costs no extra commit, since its fragments settle with the message.
+buffer grows past ``FLUSH_CHARS``; a host may widen the window: ``StreamWindow``). The events
+describing a fragment are released only after its commit, so the durable window a crash can
+lose is the text of the last window — and no client has seen that text either. 20 ms keeps
+the delay the durable commit adds to the first token under the 20 ms a person notices (it was
+50 ms); a reply that streams in less than that still costs no extra commit, since its fragments
+settle with the message.
 """
 
 from __future__ import annotations
@@ -20,6 +21,18 @@ from agentcore.messages import AssistantMessage, TextContent, ThinkingContent
 
 FLUSH_INTERVAL_S = 0.02
 FLUSH_CHARS = 16_384
+#: The widest window a host may set (``AgentRuntime.set_stream_window``).
+MAX_WINDOW_S = 1.0
+
+
+@dataclass(slots=True)
+class StreamWindow:
+    """How long streamed fragments may wait for their commit (and their events with them): one
+    per runtime, shared by its turns, read at every check so a host's change applies at once.
+    A host running many streams in one process widens it — fewer commits and fewer batches of
+    events per answer — at the price of that much more delay before text is shown."""
+
+    seconds: float = FLUSH_INTERVAL_S
 
 
 @dataclass(slots=True)
@@ -27,6 +40,7 @@ class FragmentBuffer:
     step: int
     attempt: int
     clock: Callable[[], float] = time.monotonic
+    window: StreamWindow = field(default_factory=StreamWindow)
     _parts: list[list[Any]] = field(default_factory=list)  # [index, kind, text]
     _chars: int = 0
     _last_flush: float = 0.0
@@ -44,11 +58,11 @@ class FragmentBuffer:
     def due(self) -> bool:
         if not self._parts:
             return False
-        return self._chars >= FLUSH_CHARS or self.clock() - self._last_flush >= FLUSH_INTERVAL_S
+        return self._chars >= FLUSH_CHARS or self.clock() - self._last_flush >= self.window.seconds
 
     def deadline(self) -> float | None:
         """When buffered fragments must be flushed, or None when nothing is buffered."""
-        return self._last_flush + FLUSH_INTERVAL_S if self._parts else None
+        return self._last_flush + self.window.seconds if self._parts else None
 
     def drain(self, op: str) -> list[dict[str, Any]]:
         """Fragment payloads to commit now; the buffer is empty afterwards."""

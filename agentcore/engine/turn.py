@@ -249,7 +249,8 @@ class TurnEngine(ToolRound, CompactionStep):
         self, op: OpState, cfg: TurnConfig, request: ProviderRequest, span: Span | None
     ) -> AsyncIterator[AgentEvent]:
         step, attempt = op["step"], op["attempt"]
-        buffer = FragmentBuffer(step, attempt, clock=self.clock)
+        buffer = FragmentBuffer(step, attempt, clock=self.clock, window=cfg.stream_window)
+        rid = self.event_request_id
         pending: list[AgentEvent] = []
         cited: list[dict[str, Any]] = []  # the answer's sources, kept with it (P2)
         streamed_chars = 0
@@ -267,11 +268,12 @@ class TurnEngine(ToolRound, CompactionStep):
                     pass
                 case TextDelta():
                     buffer.add(event.index, "text", event.text)
-                    pending.append(TextDeltaEvent.model_construct(index=event.index, delta=event.text))
+                    pending.append(TextDeltaEvent.model_construct(index=event.index, delta=event.text, request_id=rid))
                     streamed_chars += len(event.text)
                 case ThinkingDelta():
                     buffer.add(event.index, "thinking", event.text)
-                    pending.append(ThinkingDeltaEvent.model_construct(index=event.index, delta=event.text))
+                    thinking = ThinkingDeltaEvent.model_construct(index=event.index, delta=event.text, request_id=rid)
+                    pending.append(thinking)
                     streamed_chars += len(event.text)
                 case ToolCallDelta():
                     streamed_chars += len(event.partial_json)

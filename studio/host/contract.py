@@ -48,6 +48,8 @@ class SessionConfig:
     target_id: int = 0
     kind: str = "main"
     models: dict[str, Any] = field(default_factory=dict, repr=False)  # model id → attributes (configure)
+    model_rows: tuple[Any, ...] = field(default=(), repr=False)  # what ``models`` was built from
+    owner_id: int | None = None  # the person whose store it is (every view of it is theirs)
     session: dict[str, Any] = field(default_factory=dict, repr=False)
     confinement: ToolConfinement | None = field(default=None, repr=False)  # where the tools run
 
@@ -78,6 +80,10 @@ class HostState:
     snapshot: dict[str, Any] | None = None
     target_id: int = 0
     term: int = 0  # the holder's lease term (worker mode): a page never goes back to a lower one
+    # Whether a turn of this view may wait for the person (a plan review, questions): the store
+    # says so (the snapshot) or the host saw the turn pause. None: unknown (no host), so a page
+    # reads Studio's row; False spares every render of the conversation that read.
+    waiting: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +131,10 @@ class Regions:
 
     def any(self) -> bool:
         return any(getattr(self, name) for name in self.__slots__)
+
+    def ring_only(self) -> bool:
+        """Nothing but the context ring (if that) is marked: a push of streamed work only."""
+        return not any(getattr(self, name) for name in self.__slots__ if name != "ring")
 
     def take(self) -> Regions:
         """The marks as they are, cleared here (the caller renders them)."""

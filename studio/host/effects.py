@@ -1,9 +1,11 @@
 """The effects a fold returned, written to Studio's tables (the only writes the host makes).
 
-One ``database_sync_to_async`` hop per fold, however many effects it returned, so a session's
-bookkeeping queues once on Django's database thread instead of once per row. A usage ledger
-sync (after a turn) reads the store's own ledger first — off that thread for a SQLite file, so
-a big first read never holds up other sessions' writes.
+One ``database_sync_to_async`` hop and one transaction per batch of effects, however many it
+holds, so a session's bookkeeping queues once on Django's database thread instead of once per
+row, and every change to a session row in the batch is one ``UPDATE`` (``services.SessionRows``).
+A usage ledger sync (after a turn) reads the store's own ledger first — off that thread for a
+SQLite file, so a big first read never holds up other sessions' writes — and is reconciled in
+the same hop as the turn's end.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.db import transaction
 
 from studio import services
 from studio.host import status_feed
@@ -25,6 +28,7 @@ from studio.host.fold import (
     RetryRecorded,
     RunEnded,
     RunPlaced,
+    RunSubmitted,
     StatusesChanged,
     ToolRecorded,
     UsageRecorded,
@@ -35,86 +39,147 @@ log = logging.getLogger("studio.hosts")
 
 
 async def apply(hs: HostedSession, effects: Sequence[Effect]) -> None:
-    """Write ``effects`` in order; nothing once the session was lost to another holder."""
+    """Write ``effects`` in order, in one hop and one transaction (a usage ledger sync with
+    them); nothing once the session was lost to another holder."""
     if hs.lost or not effects:
         return
     rows = [e for e in effects if not isinstance(e, LedgerSync)]
-    if rows:
-        await database_sync_to_async(write)(rows)
-        await status_feed.publish({k: v for e in rows if isinstance(e, StatusesChanged) for k, v in e.statuses.items()})
+    sync: _LedgerSync | None = None
     if any(isinstance(e, LedgerSync) for e in effects):
-        await sync_usage(hs)
+        snapshot = hs.snapshot
+        targets = {c.conversation_id: c.target_id for c in snapshot.contexts} if snapshot is not None else {}
+        try:
+            sync = _LedgerSync(hs.root_id, await _read_ledger(hs), targets, subtrees(snapshot))
+        except Exception:
+            log.exception("could not read the usage ledger of session %s", hs.root_id)
+    if rows or sync is not None:
+        await database_sync_to_async(write)(rows, hs.usage_unsynced, sync)
+    if sync is not None:
+        _synced(hs, sync)
+    statuses = {k: v for e in rows if isinstance(e, StatusesChanged) for k, v in e.statuses.items()}
+    await status_feed.publish(statuses, hs.config.owner_id)
 
 
-def write(effects: Sequence[Effect]) -> None:
-    """The table writes of ``effects`` (sync: Django's ORM)."""
-    for effect in effects:
-        if isinstance(effect, RunEnded):
-            services.run_end(
-                effect.view_id,
-                effect.request_id,
-                status=effect.status,
-                error_code=effect.error_code,
-                error=effect.error,
-                pending=effect.pending,
-                prompt=effect.prompt,
-            )
-        elif isinstance(effect, ToolRecorded):
-            services.tool_record(effect.root_id, effect.request_id, effect.event)
-        elif isinstance(effect, UsageRecorded):
-            services.record_usage(
-                effect.root_id, effect.request_id, effect.event.model_dump(), target_id=effect.target_id
-            )
-        elif isinstance(effect, PlanRecorded):
-            services.plan_record(effect.view_id, effect.request_id, effect.event.approval_id, effect.event.text)
-        elif isinstance(effect, ApprovalRecorded):
-            approval = effect.event
-            services.approval_record(
-                effect.view_id, effect.request_id, approval.approval_id, approval.decision, approval.notes
-            )
-        elif isinstance(effect, RetryRecorded):
-            retry = effect.event
-            services.retry_record(
-                effect.view_id, effect.request_id, retry.attempt, retry.max_attempts, retry.reason, retry.kind
-            )
-        elif isinstance(effect, RunPlaced):
-            services.run_status(effect.view_id, effect.request_id, "placed")
-        elif isinstance(effect, StatusesChanged):
-            services.view_statuses(effect.statuses)
+def write(effects: Sequence[Effect], known: set[str] | None = None, sync: _LedgerSync | None = None) -> None:
+    """The table writes of ``effects`` and of a ledger ``sync`` (sync: Django's ORM), in one
+    transaction. ``known`` collects the usage records written here (until a sync reconciles
+    them, so it needs not read them back)."""
+    with transaction.atomic():
+        rows = services.SessionRows()
+        for effect in effects:
+            _write(effect, rows, known)
+        if sync is not None:
+            sync.run(rows, known)
+        rows.write()
 
 
-async def sync_usage(hs: HostedSession) -> None:
-    """Reconcile Studio's usage with the store's ledger (see ``studio.ledger``)."""
-    snapshot = hs.snapshot
-    targets = {c.conversation_id: c.target_id for c in snapshot.contexts} if snapshot is not None else {}
-    try:
-        store = hs.config.store
-        # A PostgreSQL ledger is read on Django's connection (same database); a SQLite file
-        # off the ORM's thread, so a big first read never holds up Studio's own writes.
-        read: Callable[[int], Any] = (
-            database_sync_to_async(store.usage_ledger) if store.is_postgres else _in_thread(store.usage_ledger)
+def _write(effect: Effect, rows: services.SessionRows, known: set[str] | None) -> None:
+    if isinstance(effect, RunSubmitted):
+        services.run_submitted(
+            effect.view_id,
+            request_id=effect.request_id,
+            prompt=effect.prompt,
+            agent=effect.agent,
+            status=effect.status,
+            mode=effect.mode,
+            rows=rows,
         )
-        ledger = await read(hs.ledger_pos)
-        added = await database_sync_to_async(_reconcile)(hs.root_id, ledger, targets, subtrees(snapshot))
-        if ledger:
-            hs.ledger_pos = ledger[-1].pos
-    except Exception:
-        log.exception("could not reconcile the usage of session %s with its store", hs.root_id)
+    elif isinstance(effect, RunEnded):
+        services.run_end(
+            effect.view_id,
+            effect.request_id,
+            status=effect.status,
+            error_code=effect.error_code,
+            error=effect.error,
+            pending=effect.pending,
+            prompt=effect.prompt,
+            rows=rows,
+        )
+    elif isinstance(effect, ToolRecorded):
+        services.tool_record(effect.root_id, effect.request_id, effect.event)
+    elif isinstance(effect, UsageRecorded):
+        services.record_usage(
+            effect.root_id, effect.request_id, effect.event.model_dump(), target_id=effect.target_id, rows=rows
+        )
+        if known is not None:  # once committed: Studio has the row (new, or recorded before)
+            record_id = effect.event.record_id
+            transaction.on_commit(lambda: known.add(record_id))
+    elif isinstance(effect, PlanRecorded):
+        services.plan_record(effect.view_id, effect.request_id, effect.event.approval_id, effect.event.text)
+    elif isinstance(effect, ApprovalRecorded):
+        approval = effect.event
+        services.approval_record(
+            effect.view_id, effect.request_id, approval.approval_id, approval.decision, approval.notes
+        )
+    elif isinstance(effect, RetryRecorded):
+        retry = effect.event
+        services.retry_record(
+            effect.view_id, effect.request_id, retry.attempt, retry.max_attempts, retry.reason, retry.kind
+        )
+    elif isinstance(effect, RunPlaced):
+        services.run_status(effect.view_id, effect.request_id, "placed")
+    elif isinstance(effect, StatusesChanged):
+        services.view_statuses(effect.statuses, rows)
+
+
+class _LedgerSync:
+    """One reconciliation of Studio's usage with the store's ledger rows read after the host's
+    position: run inside a batch's transaction, its outcome read back by ``_synced``."""
+
+    def __init__(self, root_id: str, ledger: list[Any], targets: dict[str, int], trees: dict[int, set[int]]) -> None:
+        self.root_id, self.ledger, self.targets, self.trees = root_id, ledger, targets, trees
+        self.added = 0
+        self.done = False
+
+    def run(self, rows: services.SessionRows, known: set[str] | None) -> None:
+        """Add what the ledger has and Studio lacks; recompute the views' totals when rows were
+        added or other views (forks, subagents) share the store (the main view's grow live)."""
+        if known is not None and len(self.trees) <= 1 and all(row.record_id in known for row in self.ledger):
+            # Only the host's own records since the last sync: nothing to read, add or recompute.
+            self.done = True
+            services.usage_sync(self.root_id, self.ledger, self.targets, known=known, rows=rows)
+            return
+        try:
+            with transaction.atomic():  # a failed reconciliation must not undo the batch's writes
+                self.added = services.usage_sync(self.root_id, self.ledger, self.targets, known=known, rows=rows)
+                if self.added or len(self.trees) > 1:
+                    rows.write()
+                    services.view_totals(self.root_id, self.trees)
+        except Exception:
+            log.exception("could not reconcile the usage of session %s with its store", self.root_id)
+            return
+        self.done = True
+
+
+def _synced(hs: HostedSession, sync: _LedgerSync) -> None:
+    if not sync.done:
         return
-    if added:
-        log.info("session %s: %d usage record(s) recovered from the store's ledger", hs.root_id, added)
+    if sync.ledger:
+        hs.ledger_pos = sync.ledger[-1].pos
+        for row in sync.ledger:
+            hs.usage_unsynced.discard(row.record_id)
+    if sync.added:
+        log.info("session %s: %d usage record(s) recovered from the store's ledger", hs.root_id, sync.added)
         for view in hs.views.values():
             view.dirty.mark(usage=True)
         wake(hs)
 
 
-def _reconcile(root_id: str, ledger: list[Any], targets: dict[str, int], trees: dict[int, set[int]]) -> int:
-    """Add what the ledger has and Studio lacks; recompute the views' totals when rows were added
-    or other views (forks, subagents) share the store (the main view's totals grow live)."""
-    added = services.usage_sync(root_id, ledger, targets)
-    if added or len(trees) > 1:
-        services.view_totals(root_id, trees)
-    return added
+async def _read_ledger(hs: HostedSession) -> list[Any]:
+    """The store's ledger rows after the host's position. A PostgreSQL ledger is read on
+    Django's connection (same database); a SQLite file off the ORM's thread, so a big first read
+    never holds up Studio's own writes."""
+    store = hs.config.store
+    read: Callable[[int], Any] = (
+        database_sync_to_async(store.usage_ledger) if store.is_postgres else _in_thread(store.usage_ledger)
+    )
+    return list(await read(hs.ledger_pos))
+
+
+async def sync_usage(hs: HostedSession) -> None:
+    """Reconcile Studio's usage with the store's ledger (see ``studio.ledger``) on its own (when
+    a store is opened)."""
+    await apply(hs, [LedgerSync()])
 
 
 def _in_thread(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -39,6 +39,18 @@ QUIET_EVENTS = frozenset({"text_delta", "thinking_delta", "context_usage"})
 
 
 @dataclass(frozen=True, slots=True)
+class RunSubmitted:
+    """A prompt the person sent was accepted (``running``) or queued."""
+
+    view_id: str
+    request_id: str
+    prompt: str
+    agent: str
+    status: str
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunEnded:
     view_id: str
     request_id: str
@@ -106,7 +118,8 @@ class LedgerSync:
 
 
 Effect = (
-    RunEnded
+    RunSubmitted
+    | RunEnded
     | ToolRecorded
     | UsageRecorded
     | PlanRecorded
@@ -152,6 +165,7 @@ def fold_event(hs: HostedSession, event: AgentEvent) -> list[Effect]:
         if ctx.live is not None and ctx.live.context_usage is not None:
             ctx.context_usage = ctx.live.context_usage
         ctx.end(request_id)
+        ctx.paused = event.status == "paused"
         hs.prompts.pop(request_id, None)
         if len(ctx.ended) > ENDED_KEPT and hs.snapshot is not None:
             ctx.ended &= {t.request_id for t in hs.snapshot.turns} | {request_id}

@@ -312,9 +312,11 @@ class ContextLive:
     after_len: int = 0
     context_usage: dict[str, int] | None = None
     ended: set[str] = field(default_factory=set)  # request ids whose end event was seen
+    paused: bool = False  # the last turn that ended here paused (for a review or answers)
 
     def begin(self, request_id: str, *, agent: str = "build") -> LiveTurn:
         """Open the live turn of ``request_id`` (accepted now, or its first event arrived)."""
+        self.paused = False
         self.ended.discard(request_id)
         self.after_entry = None
         self.live = LiveTurn(request_id=request_id, agent=agent)

@@ -19,11 +19,11 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from channels.db import database_sync_to_async
 
-from studio import pages, text_stream
+from studio import pages, rendering, text_stream
 from studio.host import timeline_feed
 from studio.host.contract import RUNNING_STATUSES, HostState
 from studio.host.live import LiveBlock, LiveTurn
@@ -53,6 +53,7 @@ class Publisher:
         usage = ctx.context_usage if ctx is not None else None
         if usage is None and context is not None and context.context_usage is not None:
             usage = context.context_usage.model_dump()
+        waiting = (ctx is not None and ctx.paused) or (context is not None and context.status == "paused")
         return HostState(
             session_id=view.view_id,
             epoch=self.epoch,
@@ -65,6 +66,7 @@ class Publisher:
             snapshot=hs.snapshot_data,
             target_id=view.target_id,
             term=hs.term,
+            waiting=waiting,
         )
 
     @staticmethod
@@ -122,7 +124,13 @@ class Publisher:
         view.seq += 1
         if regions.full:
             view.cache.clear()  # a resync (a new holder, a reset): settings may have changed
-        sent = self._advance_text(view, live)
+        sent = self._advance_text(view, live, [*added, *changed])
+        if regions.ring_only():
+            # Streamed work only (text, a tool's progress, the ring): rendered from the live turn.
+            usage: dict[str, int] | Literal[False] | None = self._ring(hs, view, live) if regions.ring else False
+            html = self._streamed(hs, view, live, added, changed, sent, usage)
+            await self.send(hs, view, view.seq, full=False, html=html + timeline)
+            return bool(added or changed)
         state = self.state(hs, view, transcript=regions.full or regions.conversation or regions.opening)
         if pages.reads_rows(regions, state):
             render = database_sync_to_async(pages.render_regions)
@@ -135,17 +143,51 @@ class Publisher:
         return bool(added or changed)
 
     @staticmethod
-    def _advance_text(view: View, live: LiveTurn | None) -> dict[str, text_stream.StreamState]:
-        """Move each live text block's streaming state on to its text now; returns the states
+    def _streamed(
+        hs: HostedSession,
+        view: View,
+        live: LiveTurn | None,
+        added: list[LiveBlock],
+        changed: list[LiveBlock],
+        sent: dict[str, text_stream.StreamState],
+        ring: dict[str, int] | Literal[False] | None,
+    ) -> str:
+        if live is None:
+            return rendering.render_context_ring(ring or None, oob=True) if ring is not False else ""
+        streams = {key: text_stream.to_data(state) for key, state in view.text_sent.items()}
+        return pages.render_live_patch(
+            live, added, changed, snapshot=hs.snapshot_data, streams=streams, sent=sent, ring=ring
+        )
+
+    @staticmethod
+    def _ring(hs: HostedSession, view: View, live: LiveTurn | None) -> dict[str, int] | None:
+        """The context usage the ring shows: the live turn's, else the conversation's last known,
+        else the snapshot's (what ``HostState`` gives a full render)."""
+        if live is not None and live.context_usage:
+            return live.context_usage
+        ctx = hs.contexts.get(view.target_id)
+        if ctx is not None and ctx.context_usage is not None:
+            return ctx.context_usage
+        context = hs.snapshot_context(view.target_id)
+        return context.context_usage.model_dump() if context is not None and context.context_usage else None
+
+    @staticmethod
+    def _advance_text(
+        view: View, live: LiveTurn | None, touched: list[LiveBlock]
+    ) -> dict[str, text_stream.StreamState]:
+        """Move each live text block's streaming state on to its text now (only the ``touched``
+        blocks' text changed; a block the view has no state for yet gets one); returns the states
         before (what the page has, which the push's patches continue from)."""
         if live is None:
             view.text_sent, view.text_turn = {}, ""
             return {}
         before = view.text_sent if view.text_turn == live.request_id else {}
-        view.text_sent = {
-            b.key: text_stream.advance(b.text, before.get(b.key)) for b in live.blocks if b.kind == "text"
-        }
-        view.text_turn = live.request_id
+        keys = {b.key for b in touched}
+        after = dict(before)
+        for block in live.blocks:
+            if block.kind == "text" and (block.key in keys or block.key not in before):
+                after[block.key] = text_stream.advance(block.text, before.get(block.key))
+        view.text_sent, view.text_turn = after, live.request_id
         return before
 
     async def send(self, hs: HostedSession, view: View, seq: int, *, full: bool, html: str) -> None:

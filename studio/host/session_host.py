@@ -36,6 +36,7 @@ import contextvars
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
@@ -46,7 +47,7 @@ from studio import runtime_options, selectors, services
 from studio.host import effects, timeline_feed
 from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, host_error, store_code, store_lost
 from studio.host.factory import RuntimeFactory, agent_host, configured_factory
-from studio.host.fold import fold_event, fold_snapshot, open_turn
+from studio.host.fold import Effect, RunSubmitted, fold_event, fold_snapshot, open_turn
 from studio.host.publisher import Publisher
 from studio.host.state import HostedSession, View, changed, touch, wake
 
@@ -64,6 +65,23 @@ MODEL_COMMANDS = ("submit", "configure")
 
 
 
+#: agentcore's own stream window (``agentcore.engine.fragments.FLUSH_INTERVAL_S``): a host with
+#: few streams keeps it.
+BASE_STREAM_WINDOW = 0.02
+#: Live streams per step of 20 ms added to the window.
+STREAMS_PER_STEP = 10
+
+
+def stream_window(live: int, *, widest: float) -> float:
+    """The stream window for a host running ``live`` turns at once: 20 ms per ten streams, at
+    least agentcore's 20 ms, at most ``widest`` (``STUDIO_STREAM_WINDOW_MAX``).
+
+    Why: every window of every streaming answer costs a commit, a batch of events and a push —
+    on one core a few dozen streams at 20 ms cost more CPU than the streams take, so text queues
+    and delays grow without bound; wider windows under load cost each reader a few tens of ms."""
+    return max(BASE_STREAM_WINDOW, min(widest, BASE_STREAM_WINDOW * live / STREAMS_PER_STEP))
+
+
 class SessionHost:
     """Owns the runtimes of this process and drives them; publishes their views' partials."""
 
@@ -76,8 +94,14 @@ class SessionHost:
         idle_seconds: float | None = None,
         extensions: list[str] | None = None,
         leases: SessionLeases | None = None,
+        window_policy: Callable[[int], float] | None = None,
     ) -> None:
+        """``window_policy``: the stream window for a number of live turns (default:
+        ``stream_window`` up to ``STUDIO_STREAM_WINDOW_MAX``)."""
         self.epoch = uuid.uuid4().hex[:12]
+        widest = float(settings.STUDIO_STREAM_WINDOW_MAX)
+        self._window_for = window_policy or (lambda live: stream_window(live, widest=widest))
+        self._window = BASE_STREAM_WINDOW
         self._factory = runtime_factory or configured_factory()
         self._layer = channel_layer
         interval = settings.STUDIO_FLUSH_INTERVAL if flush_interval is None else flush_interval
@@ -166,15 +190,16 @@ class SessionHost:
                     )
                 command["agent"] = "plan"
             hs.prompts[request_id] = prompt
-            receipt = await self._control(hs, command, view, request_id=request_id)
+            receipt, changes = await self._command(hs, command, view, request_id=request_id)
             status = "running" if receipt.get("status") == "accepted" else "queued"
             if status == "running":
                 open_turn(hs, view.target_id, request_id, agent=agent)
+                self._retune()
             if mode == "steer" and status == "queued":
                 hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
-            await database_sync_to_async(services.run_submitted)(
-                view.view_id, request_id=request_id, prompt=prompt, agent=agent, status=status, mode=mode
-            )
+            # What the command changed and Studio's row for the turn: one hop, one transaction.
+            submitted = RunSubmitted(view.view_id, request_id, prompt=prompt, agent=agent, status=status, mode=mode)
+            await effects.apply(hs, [*changes, submitted])
             named = view.cache.get("session")
             if named is not None and not named.title and prompt.strip():
                 named.title = services.title_from(prompt)  # what run_submitted wrote: the first prompt names it
@@ -389,6 +414,17 @@ class SessionHost:
                 return
             await changed(hs)
 
+    async def wait_pushed(self, view_id: str) -> None:
+        """Wait until everything folded so far has been pushed to this view's page (nothing
+        being folded, marked or flushed). For tests that compare a page mid-turn."""
+        hs, view = await self._view(view_id)
+        while True:
+            ctx = hs.contexts.get(view.target_id)
+            live_dirty = ctx is not None and ctx.live is not None and ctx.live.dirty
+            if not (hs.folding or hs.flushing or hs.dirty.is_set() or view.dirty.any() or live_dirty):
+                return
+            await changed(hs)
+
     async def wait_live(self, view_id: str) -> None:
         """Wait until this view shows a live turn (its first event was folded)."""
         hs, view = await self._view(view_id)
@@ -586,6 +622,7 @@ class SessionHost:
         hs.closing = False
         hs.ready = asyncio.Event()
         runtime = hs.runtime
+        runtime.set_stream_window(self._window)
         hs.snapshot = runtime.session_snapshot(published=True)
         hs.snapshot_data = hs.snapshot.model_dump(mode="json")
         for turn in hs.snapshot.turns:  # turns that ended before this host opened the store
@@ -654,8 +691,12 @@ class SessionHost:
                     async for event in stream:
                         hs.ready.set()
                         hs.folding = True
+                        streams = hs.live_turns()
                         try:
-                            await effects.apply(hs, fold_event(hs, event))
+                            changes = fold_event(hs, event)
+                            if hs.live_turns() != streams:
+                                self._retune()
+                            await effects.apply(hs, changes)
                         except Exception:  # Studio's bookkeeping failed; the store is still right
                             log.exception("session %s: could not fold an event", hs.root_id)
                         finally:
@@ -680,6 +721,18 @@ class SessionHost:
                 hs.ready.clear()
                 wake(hs)
 
+    def _retune(self) -> None:
+        """Set every runtime's stream window for the turns streaming in this host now (called
+        when a turn opens or ends: rare next to the tokens)."""
+        live = sum(hs.live_turns() for hs in self._sessions.values())
+        window = self._window_for(live)
+        if window == self._window:
+            return
+        self._window = window
+        for hs in self._sessions.values():
+            if hs.runtime is not None:
+                hs.runtime.set_stream_window(window)
+
     async def _paused_run(self, hs: HostedSession, view: View, kind: str) -> dict[str, Any]:
         run = await database_sync_to_async(selectors.pending_run)(view.view_id)
         if run is None or (run["pending"] or {}).get("kind") != kind:
@@ -691,6 +744,7 @@ class SessionHost:
         ctx = hs.context(view.target_id)
         transcript = self._runtime(hs).read_transcript(view.target_id or None, entry_ids=True)
         ctx.begin_after(transcript, request_id=str(run["request_id"]), agent=run["agent"])
+        self._retune()
         try:
             await self._control(hs, {"type": "resume", "input_id": run["request_id"], **decision}, view)
         except HostError:
@@ -704,6 +758,15 @@ class SessionHost:
         self, hs: HostedSession, command: dict[str, Any], view: View, *, request_id: str | None = None
     ) -> dict[str, Any]:
         """One session command for ``view``'s conversation; refusals become ``HostError``."""
+        receipt, changes = await self._command(hs, command, view, request_id=request_id)
+        await effects.apply(hs, changes)
+        return receipt
+
+    async def _command(
+        self, hs: HostedSession, command: dict[str, Any], view: View, *, request_id: str | None = None
+    ) -> tuple[dict[str, Any], list[Effect]]:
+        """``_control`` that returns the effects of the state it produced instead of writing them
+        (the caller writes them with its own)."""
         from agentcore.errors import AGENT_NOT_READY, AgentError
 
         if command["type"] in MODEL_COMMANDS:
@@ -724,18 +787,22 @@ class SessionHost:
             # only when the lease reads the next snapshot off the bus; the snapshot is built
             # once, here (the session does not publish the same state again).
             snapshot = runtime.session_snapshot(published=True)
-            await effects.apply(hs, fold_snapshot(hs, snapshot, snapshot.model_dump(mode="json")))
-            return receipt
+            return receipt, fold_snapshot(hs, snapshot, snapshot.model_dump(mode="json"))
         raise HostError("unavailable", "The session is not ready; try again.")
 
     async def _refresh_models(self, hs: HostedSession) -> None:
         """Hand the runtime the model table as registered now: a model added or priced after
-        the runtime opened is priced as registered when a request starts on it."""
+        the runtime opened is priced as registered when a request starts on it. One plain read
+        tells whether any registered model changed; the table is built again only then."""
+        rows = await database_sync_to_async(selectors.enabled_model_rows)()
+        if rows == hs.config.model_rows:
+            return
         table = await database_sync_to_async(selectors.session_model_table)(hs.root_id)
         await hs.ready.wait()
         if table != hs.config.models:
             self._runtime(hs).update_models(table)
             hs.config.models = table
+        hs.config.model_rows = rows
 
     @staticmethod
     def _runtime(hs: HostedSession) -> AgentRuntime:

@@ -76,6 +76,9 @@ class HostedSession:
     last_used: float = field(default_factory=time.monotonic)
     waiters: set[asyncio.Future[None]] = field(default_factory=set)  # wait_idle / wait_quiet
     ledger_pos: int = 0  # the store's usage ledger is reconciled up to here
+    # Usage records this host wrote since the last reconciliation: a sync that finds only these
+    # in the store's new ledger rows reads nothing back from Studio's table.
+    usage_unsynced: set[str] = field(default_factory=set)
     term: int = 0  # the lease term this host holds the session under (worker mode; 0 in-process)
     lost: bool = False  # another holder took the session over: publish and record nothing more
     timeline: TimelineFeed | None = None  # the store's live trace, once a page opened its Timeline
@@ -99,6 +102,10 @@ class HostedSession:
     def context_status(self, target_id: int) -> str:
         context = self.snapshot_context(target_id)
         return context.status if context is not None else "idle"
+
+    def live_turns(self) -> int:
+        """How many of this store's conversations have a live turn now."""
+        return sum(1 for ctx in self.contexts.values() if ctx.live is not None)
 
     def live(self, target_id: int) -> bool:
         ctx = self.contexts.get(target_id)

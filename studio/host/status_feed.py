@@ -21,14 +21,19 @@ def user_group(user_id: int) -> str:
     return f"sessions-user-{int(user_id)}"
 
 
-async def publish(statuses: dict[str, str]) -> None:
-    """Tell every open list of the sessions' owners (and staff) their new statuses."""
+async def publish(statuses: dict[str, str], owner_id: int | None = None) -> None:
+    """Tell every open list of the sessions' owners (and staff) their new statuses.
+    ``owner_id``: the one owner of all of them when the caller knows it (the session host: a
+    store's views are one person's), so no row is read."""
     if not statuses:
         return
     layer = get_channel_layer()
     if layer is None:
         return
-    owners = await database_sync_to_async(owners_of)(list(statuses))
+    if owner_id is not None:
+        owners = dict.fromkeys(statuses, owner_id)
+    else:
+        owners = await database_sync_to_async(owners_of)(list(statuses))
     by_owner: dict[int, dict[str, str]] = {}
     for session_id, status in statuses.items():
         if session_id in owners:

@@ -68,17 +68,26 @@ def url_host(url: Any) -> str:
 
 @register.filter
 def tokens(value: Any) -> str:
-    value = int(value or 0)
-    if value < 1000:
-        return str(value)
-    if value < 1_000_000:
-        return f"{value / 1000:.1f}k".replace(".0k", "k")
-    return f"{value / 1_000_000:.2f}M"
+    from studio.rendering import tokens as label
+
+    return label(value)
 
 
 @register.filter
 def thousands(value: Any) -> str:
-    return f"{int(value or 0):,}"
+    from studio.rendering import thousands as label
+
+    return label(value)
+
+
+@register.simple_tag
+def context_ring(usage: Any, oob: Any = False) -> Any:
+    """The context ring (``studio.rendering.render_context_ring``: also what a push sends)."""
+    from django.utils.safestring import mark_safe
+
+    from studio.rendering import render_context_ring
+
+    return mark_safe(render_context_ring(usage, oob=bool(oob)))
 
 
 @register.filter

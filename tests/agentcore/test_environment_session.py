@@ -154,6 +154,29 @@ async def test_every_builtin_tool_of_every_context_runs_through_the_environment(
     assert env.cleanups == 1, "cleanup() runs when the runtime closes"
 
 
+async def test_the_environment_opens_at_the_first_tool_call_not_before(
+    make_agent, fake_server, workspace: Path
+) -> None:
+    """X5: a session whose turns call no tool opens no environment (a sandbox is a process per
+    session: an idle or chatting session must not hold one); records say ``not_connected``, with
+    the identity pinned all the same. The first tool call opens it, once."""
+    db = workspace.parent / "lazy.sqlite"
+    opener = Opener()
+    fake_server.enqueue([Text("just talking")], [ToolCall("ls", {}, id="c1")], [Text("listed")])
+    agent = await make_agent(COMPLETIONS, database_path=str(db), session={"environment": opener.option()})
+    events = await run_with(agent, {"prompt": "hello", "request_id": "r1"})
+    assert ends(events)[-1].status == "completed"
+    assert opener.targets == [], "no tool ran: nothing was opened"
+    record = last_snapshot(events)["records"]["environment"]
+    assert (record["status"], record["kind"]) == ("not_connected", None)
+    assert stored_register(db, "environment") == {"id": "rec", "label": "Recorder"}, "the identity is pinned"
+    events = await run_with(agent, {"prompt": "list the files", "request_id": "r2"})
+    assert len(opener.opened) == 1 and opener.opened[0].calls == ["ls"]
+    assert last_snapshot(events)["records"]["environment"]["status"] == "connected"
+    await agent.close()
+    assert opener.opened[0].cleanups == 1
+
+
 async def test_a_failed_open_is_shown_and_no_tool_falls_back_to_this_machine(
     make_agent, fake_server, workspace: Path
 ) -> None:
@@ -189,7 +212,7 @@ async def test_a_failed_open_is_shown_and_no_tool_falls_back_to_this_machine(
         assert "Connection refused" in result and "never fall back" in result
     assert "Demo project" not in results[0]
     assert not (workspace / "made-locally").exists() and not (workspace / "w.txt").exists()
-    assert len(opener.targets) == 4, "one attempt when the session started, one per call"
+    assert len(opener.targets) == 3, "one attempt per call (nothing is opened before a tool needs it)"
     record = last_snapshot(events)["records"]["environment"]
     assert record["status"] == "error" and record["kind"] is None
     assert "Connection refused" in record["message"]

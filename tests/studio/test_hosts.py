@@ -295,3 +295,53 @@ async def test_the_first_change_after_a_quiet_window_is_pushed_at_once(user: Any
         await host.close()
         set_session_host(None)
         server.stop_in_thread()
+
+
+def test_the_stream_window_widens_with_the_streams_a_host_runs() -> None:
+    """Issue 25: 20 ms per ten live streams, never below agentcore's 20 ms nor above the ceiling."""
+    from studio.host.session_host import stream_window
+
+    assert stream_window(0, widest=0.06) == stream_window(10, widest=0.06) == 0.02
+    assert stream_window(20, widest=0.06) == pytest.approx(0.04)
+    assert stream_window(50, widest=0.06) == stream_window(500, widest=0.06) == 0.06
+    assert stream_window(50, widest=0.01) == 0.02
+
+
+async def test_a_host_sets_every_runtimes_stream_window_from_its_live_turns(user: Any, make_session: Any) -> None:
+    """Issue 25: while turns stream the host widens the window of every runtime it holds (by its
+    policy; here one step per live turn), and narrows it again when they end — a runtime opened
+    meanwhile starts with the host's current window."""
+    from agentcore.testing.fake_server import FakeProviderServer
+    from studio.host.session_host import SessionHost, set_session_host
+    from tests.studio.fakes import Gate, gated_factory, responder
+
+    server = FakeProviderServer(responder=responder).start_in_thread()
+    gate = Gate()
+    host = SessionHost(
+        runtime_factory=gated_factory(server, gate), flush_interval=0.01, window_policy=lambda live: 0.02 * (1 + live)
+    )
+    set_session_host(host)
+    try:
+        first, second = [str((await sync_to_async(make_session)(user)).pk) for _ in range(2)]
+        await host.prompt(first, prompt="HOLD one", agent="build")
+        await host.wait_live(first)
+        await host.prompt(second, prompt="HOLD two", agent="build")
+        await host.wait_live(second)
+        windows = {sid: host._sessions[sid].runtime.config.stream_window.seconds for sid in (first, second)}
+        assert windows == {first: pytest.approx(0.06), second: pytest.approx(0.06)}
+        third = str((await sync_to_async(make_session)(user)).pk)
+        await host.state(third)  # opens its runtime while two turns stream
+        assert host._sessions[third].runtime.config.stream_window.seconds == pytest.approx(0.06)
+        await asyncio.wait_for(gate.entered.wait(), 10)
+        while gate.calls < 2:  # both turns wait at the gate: one release lets both through
+            gate.entered.clear()
+            if gate.calls < 2:
+                await asyncio.wait_for(gate.entered.wait(), 10)
+        gate.release()
+        await host.wait_idle(first)
+        await host.wait_idle(second)
+        assert all(hs.runtime.config.stream_window.seconds == pytest.approx(0.02) for hs in host._sessions.values())
+    finally:
+        await host.close()
+        set_session_host(None)
+        server.stop_in_thread()

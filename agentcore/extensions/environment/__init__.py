@@ -95,8 +95,8 @@ def create(session: ExtensionHost, parsed: EnvironmentOption) -> EnvironmentExte
 
 
 class SessionEnvironment:
-    """The ``AgentExecutionEnv`` the session's tools hold: opens the host's environment on first
-    need (once at a time), reopens it after a failure, and never runs anything locally."""
+    """The ``AgentExecutionEnv`` the session's tools hold: opens the host's environment at the
+    first tool call (once at a time), reopens it after a failure, and never runs anything locally."""
 
     def __init__(self, option: EnvironmentOption, target: ExecutionTarget, context: EnvironmentContext) -> None:
         self.option = option
@@ -154,11 +154,6 @@ class SessionEnvironment:
                 raise ToolError(f"{self._name()}: {problem}. The call did not run.")
             self._env, self._failure = opened, None
             return opened
-
-    async def try_connect(self) -> None:
-        """``connect`` for the session's start: a failure is only recorded (the snapshot shows it)."""
-        with contextlib.suppress(ToolError):
-            await self.connect()
 
     async def run_file_operation(self, ctx: ToolContext, operation: FileOperation) -> ToolResult:
         return await (await self.connect()).run_file_operation(ctx, operation)
@@ -220,7 +215,9 @@ class EnvironmentExtension(BaseExtension):
         self._started = False
 
     def ensure_activities(self) -> None:
-        """The first time the session runs: pin its identity, then open the environment."""
+        """The first time the session runs: pin its identity. The environment itself opens at
+        the first tool call that needs it (``SessionEnvironment.connect``): a sandbox or a
+        remote worker is a process, and a session that only talks must not hold one."""
         if self._started:
             return
         self._started = True
@@ -230,7 +227,6 @@ class EnvironmentExtension(BaseExtension):
         if stored is None or stored.get("label") != option.label:
             write = RegisterWrite(REGISTER, {"id": option.id, "label": option.label}, view.register_seq(REGISTER))
             view.commit(Commit(registers=[write]))
-        self.session.spawn("environment:open", self.environment.try_connect)
 
     def records(self) -> dict[str, Any]:
         env = self.environment

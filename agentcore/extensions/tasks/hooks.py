@@ -19,7 +19,7 @@ from typing import Any
 
 from agentcore.events import AgentEvent
 from agentcore.extensions.tasks.definitions import AgentHook
-from agentcore.extensions.tasks.registry import AgentRegistry
+from agentcore.extensions.tasks.registry import AgentRegistry, RegistrySnapshot
 from agentcore.harness.storage import TaskRow
 from agentcore.session.contexts import Context
 
@@ -33,6 +33,10 @@ class HookRunner:
         self._spawn = spawn  # async hooks run as session activities
         self.registry = registry
         self.errors = 0
+        # Hooks by event type, for the snapshot they were read from: every event of the session
+        # asks, and a snapshot never changes once published.
+        self._indexed: RegistrySnapshot | None = None
+        self._by_type: dict[str, list[AgentHook]] = {}
 
     def event(self, event: AgentEvent, context: Context) -> None:
         hooks = self._matching(event.type)
@@ -45,7 +49,13 @@ class HookRunner:
             self._call(hooks, {"type": "task", "task_id": row.task_id, **row.payload}, context)
 
     def _matching(self, event_type: str) -> list[AgentHook]:
-        return [hook for hook in self.registry.snapshot.hooks if hook.event in (event_type, "*")]
+        snapshot = self.registry.snapshot
+        if snapshot is not self._indexed:
+            self._indexed, self._by_type = snapshot, {}
+        hooks = self._by_type.get(event_type)
+        if hooks is None:
+            hooks = self._by_type[event_type] = [h for h in snapshot.hooks if h.event in (event_type, "*")]
+        return hooks
 
     def _call(self, hooks: list[AgentHook], event: dict[str, Any], context: Context) -> None:
         for hook in hooks:

@@ -1,0 +1,66 @@
+"""The stream window: how often streamed text is committed (and only then shown), set by the host
+(SPEC D1, D3, E1; issue 25). A host under load widens it — fewer commits and fewer batches of
+events per answer — and the rule stays: an event is emitted only after the fragment it carries
+is committed, so a reader of the store never sees less than a live client saw."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcore.errors import InputValidationError
+from agentcore.harness.sqlite_store import SqliteStorage
+from agentcore.testing.steps import Stop, Text, Usage
+
+COMPLETIONS = "openai-completions"
+
+
+def _fragments(db: Path) -> list[str]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return [row[0] for row in conn.execute("SELECT payload FROM entries WHERE kind = 'fragment' ORDER BY seq")]
+
+
+async def test_a_wider_window_commits_fewer_fragments_and_shows_nothing_before_its_commit(
+    make_agent: Any, fake_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20 tokens 20 ms apart (0.4 s) under a 0.2 s window: at most a few fragment commits (the
+    default 20 ms window makes one per token), every delta event after the commit of its text,
+    and the answer whole."""
+    tokens = [f"t{i} " for i in range(20)]
+    fake_server.enqueue([Text("", chunks=tokens, pace_s=0.02), Usage(input=5, output=20), Stop("stop")])
+    db = tmp_path / "w.sqlite"
+    agent = await make_agent(COMPLETIONS, database_path=str(db))
+    agent.set_stream_window(0.2)
+    committed: list[str] = []  # fragments' text, then the settled reply's (it settles the rest)
+    commit = SqliteStorage.commit
+
+    def recording(self: Any, c: Any, *args: Any, **kwargs: Any) -> Any:
+        result = commit(self, c, *args, **kwargs)
+        committed.extend(e.payload.get("text", "") for e in c.entries if e.kind == "fragment")
+        for entry in c.entries:
+            message = entry.payload.get("message") if entry.kind == "message" else None
+            if message and message.get("role") == "assistant":
+                blocks = message.get("content", [])
+                committed[:] = ["".join(b.get("text", "") for b in blocks if b.get("type") == "text")]
+        return result
+
+    monkeypatch.setattr(SqliteStorage, "commit", recording)
+    shown = ""
+    async for event in agent.run({"prompt": "count", "request_id": "r1"}):
+        if event.type == "text_delta":
+            shown += event.delta
+            assert "".join(committed).startswith(shown), "an event was emitted before its text was committed"
+    assert shown == "".join(tokens)
+    assert 1 <= len(_fragments(db)) <= 4, _fragments(db)
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, 1.5, math.nan, math.inf, "20ms", None, True])
+async def test_the_window_is_validated(make_agent: Any, bad: Any) -> None:
+    agent = await make_agent(COMPLETIONS)
+    with pytest.raises(InputValidationError) as info:
+        agent.set_stream_window(bad)
+    assert info.value.field == "stream_window"

@@ -1,0 +1,111 @@
+"""What one turn costs Studio's database: a bounded number of statements, no new connection.
+
+Issue 25: Studio's CPU per turn was mostly Django building and running queries — a new SQLite
+connection (and its pragmas) per database hop, the model table read and every key decrypted on
+each prompt, the turn's rows written one statement and one transaction at a time, the review
+card and the notices read back on every turn's end. The budget below is what a plain turn (a
+prompt through the page's POST, a streamed answer, its end and every push the page gets) may
+cost, counted over every thread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from django.db import connection
+from django.db.backends.utils import CursorWrapper
+from django.test import AsyncClient
+from django.urls import reverse
+
+from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
+from agentcore.testing.steps import Step, Stop, Text, Usage
+from studio import services
+from studio.host.session_host import SessionHost
+from tests.studio.fakes import scripted_model
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Statements a plain turn may run, all threads together (``BEGIN`` and the savepoint around the
+#: usage insert — a replayed report must not count twice — included): the session and its user,
+#: the owned session, the model table's check, the turn's row and the session's (one
+#: transaction), the usage record and totals (one), the Usage tab's two reads, the turn's end and
+#: the session's row (one), the notices of the settled turns. Before issue 25's second round: 26.
+TURN_STATEMENTS = 18
+
+
+class Statements:
+    """Every SQL statement Django runs in any thread."""
+
+    def __init__(self) -> None:
+        self.sql: list[str] = []
+
+    def count(self) -> int:
+        return len(self.sql)
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[Statements]:
+    seen = Statements()
+    execute, executemany = CursorWrapper._execute, CursorWrapper._executemany
+
+    def counted(self: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
+        seen.sql.append(re.sub(r"\s+", " ", sql)[:120])
+        return execute(self, sql, *args, **kwargs)
+
+    def counted_many(self: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
+        seen.sql.append(re.sub(r"\s+", " ", sql)[:120])
+        return executemany(self, sql, *args, **kwargs)
+
+    monkeypatch.setattr(CursorWrapper, "_execute", counted)
+    monkeypatch.setattr(CursorWrapper, "_executemany", counted_many)
+    yield seen
+
+
+def _answer(request: RecordedRequest) -> list[Step]:
+    return [Text("", chunks=["One", " two", " three."]), Usage(input=20, output=3), Stop("stop")]
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeProviderServer]:
+    fake = FakeProviderServer(responder=_answer).start_in_thread()
+    yield fake
+    fake.stop_in_thread()
+
+
+async def test_a_plain_turn_runs_a_bounded_number_of_statements_on_kept_connections(
+    user: Any, host: SessionHost, server: FakeProviderServer, statements: Statements
+) -> None:
+    """W1/W2: after a first turn (caches warm), a second turn — POST, stream, end, pushes — runs
+    at most ``TURN_STATEMENTS``, and the database thread's connection is kept for the next hop
+    (never scheduled to close: ``CONN_MAX_AGE=None``; the test database lives in memory, where
+    Django never closes one, so the schedule is what can be seen here)."""
+    model = await scripted_model(server)
+    session = await sync_to_async(services.session_create)(
+        owner=user,
+        registered_model=model,
+        workdir="",
+        permission_policy="read-only",
+        effort="low",
+        mode="build",
+        tool_isolation="host",
+    )
+    sid = str(session.pk)
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    assert (await client.get(reverse("studio:session_detail", args=[sid]))).status_code == 200
+    prompt = reverse("studio:session_prompt", args=[sid])
+    for turn in ("first", "second"):
+        before = statements.count()
+        response = await client.post(
+            prompt, {"prompt": f"the {turn} turn", "agent": "build"}, headers={"HX-Request": "true"}
+        )
+        assert response.status_code == 200
+        await host.wait_idle(sid)
+    assert await database_sync_to_async(lambda: connection.close_at)() is None
+    ran = statements.sql[before:]
+    assert len(ran) <= TURN_STATEMENTS, "\n".join(ran)
