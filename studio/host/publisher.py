@@ -91,6 +91,11 @@ class Publisher:
             if wait > 0:
                 await asyncio.sleep(wait)  # rate limit, not synchronisation: the window's rest
             hs.dirty.clear()
+            if hs.folding:
+                # An event is being folded and its rows written: what it marked is pushed after
+                # them (the fold wakes this loop when it is done), so a turn's end is never
+                # rendered from a row that does not say yet how the turn ended.
+                continue
             started = loop.time()
             hs.flushing = True
             try:
