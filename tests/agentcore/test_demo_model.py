@@ -257,3 +257,16 @@ def test_compact_summarizes_the_conversation_with_the_persons_wishes() -> None:
     assert "## User requests" in summary and "What files are here? Read the README." in summary
     assert "read: README.md" in summary and "keep the README's title" in summary
     assert "| file |" not in summary and "offline demo" in summary
+
+
+def test_markup_that_names_a_script_tag_is_echoed_not_run_as_code_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """P3/W6: the word "script" in markup (a hostile prompt's ``<script>``) is no request for a
+    code-mode script: the demo echoes the prompt, which is how Studio shows markup as text."""
+    monkeypatch.setenv("AGENTCORE_DEMO_DELAY_MS", "0")
+    tools = [{"type": "function", "name": n} for n in ("ls", "read", "codemode")]
+    for prompt in ("<script>window.__pwned=1</script>", "a script tag", "my script is broken"):
+        steps = demo_responder(request({"tools": tools, "input": [user(prompt)], "instructions": ""}))
+        assert "You said:" in "".join(s.text for s in steps if isinstance(s, Text)), prompt
+    for prompt in ("Run a code-mode script that counts the files.", "use codemode", "run a script"):
+        steps = demo_responder(request({"tools": tools, "input": [user(prompt)], "instructions": ""}))
+        assert "You said:" not in "".join(s.text for s in steps if isinstance(s, Text)), prompt

@@ -139,9 +139,10 @@ async def test_a_code_mode_script_shows_its_nested_calls_live_and_after_a_reload
 async def test_records_show_the_remote_environment_and_an_mcp_catalog_until_it_drifts(
     extras_server: Studio, browser: Any
 ) -> None:
-    """X3/X5/W3: the worker environment is remote and connected; the MCP catalog is declared
-    (nothing started), then connected with its discovered tools, then — after the server
-    restarts as a changed version — in drift, shown in red; no credential is on the page."""
+    """X3/X5/W3: the worker environment is remote, not connected until a built-in tool needs it
+    (a session that only talks holds no worker process), then connected; the MCP catalog is
+    declared (nothing started), then connected with its discovered tools, then — after the
+    server restarts as a changed version — in drift, shown in red; no credential is on the page."""
     (extras_server.data_dir.parent / "variant").write_text("a")
     page = await new_page(browser, extras_server, "erin")
     workdir = await open_session(page, extras_server, "Catalogs and environment")
@@ -155,9 +156,12 @@ async def test_records_show_the_remote_environment_and_an_mcp_catalog_until_it_d
 
     await send(page, "SEARCH ADD please")
     await wait_settled(page)
+    await page.wait_for_selector(f"{catalog}[data-status=connected]")
+    assert await page.get_attribute(environment, "data-status") == "not_connected"  # no built-in tool ran
+    await send(page, "BASH echo environment")
+    await wait_settled(page)
     await page.wait_for_selector(f"{environment}[data-status=connected]")
     assert await page.inner_text(f"{environment} .env-kind-badge") == "remote"
-    await page.wait_for_selector(f"{catalog}[data-status=connected]")
     assert "3 allowed · 0 declared · 3 saved" in await page.inner_text(f"{catalog} .catalog-counts")
     assert "discovered from the server" in await page.inner_text(catalog)
     assert "fx_add said" in await page.inner_text("#conversation")

@@ -102,6 +102,12 @@ async def test_the_operator_views(operator_server: Studio, browser: Any) -> None
     assert await page.locator("#timeline-axis .tl-tick").count() >= 2
     width = await page.eval_on_selector("#timeline-rows .tl-row.k-turn .tl-bar", "b => b.getBoundingClientRect().width")
     assert width > 20, "bars are drawn to scale"
+    overlap = await page.evaluate(
+        """() => { const a = document.querySelector('#timeline-axis .tl-axis-start').getBoundingClientRect();
+            const h = document.querySelector('#tab-timeline .tl-head').getBoundingClientRect();
+            return a.top < h.bottom && h.top < a.bottom && a.left < h.right && h.left < a.right; }"""
+    )
+    assert not overlap, "the axis's start time sits above the axis, not over the Show menu"
     await screenshot(page, "session-timeline")
     tools_before = await page.locator("#timeline-rows .tl-row.k-tool.s-ok").count()
     studio.release(token)
