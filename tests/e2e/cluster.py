@@ -279,6 +279,12 @@ async def watchers() -> AsyncIterator[Callable[[User, str, str], Any]]:
         await stack.aclose()
 
 
+def shown(frame: str) -> str:
+    """A frame less its ``<template>`` elements, which a page never displays (an answer's copy
+    button keeps the answer's Markdown in one): what counting text on the page should see."""
+    return re.sub(r"<template\b[^>]*>.*?</template>", "", frame, flags=re.S)
+
+
 def finished(text: str) -> Callable[[str], bool]:
     """A full render that shows the turn settled (idle, no live turn) with ``text`` in it: a
     turn's end is always pushed as a full render from the store's transcript."""
