@@ -91,6 +91,15 @@ async def test_the_operator_views(operator_server: Studio, browser: Any) -> None
 
     # 1. A turn with tool calls, then one held in a tool call: the Timeline while it runs.
     url = await start(page, studio, mode="build", title="How does app.py work?")
+    for width in (1440, 1024):  # the Trace column is 400 px wide, 340 px under 1100 px: every tab shows
+        await page.set_viewport_size({"width": width, "height": 900})
+        clipped = await page.evaluate(
+            """() => { const edge = document.querySelector('#trace').getBoundingClientRect().right;
+                return [...document.querySelectorAll('#trace .tabs .tab')]
+                    .filter(t => t.getBoundingClientRect().right > edge + 0.5).map(t => t.textContent.trim()); }"""
+        )
+        assert clipped == [], f"Trace tabs cut off at {width} px: {clipped}"
+    await page.set_viewport_size({"width": 1440, "height": 900})
     await ask(page, "Explain how src/app.py works, with a short usage example.")
     await wait_settled(page)
     token = uuid.uuid4().hex[:10]
