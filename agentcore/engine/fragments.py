@@ -123,7 +123,7 @@ class PendingEvents:
             if type(item) is _Delta:
                 text = item.parts[0] if len(item.parts) == 1 else "".join(item.parts)
                 model = TextDeltaEvent if item.kind == "text" else ThinkingDeltaEvent
-                events.append(model.model_construct(index=item.index, delta=text, request_id=rid))
+                events.append(model(index=item.index, delta=text, request_id=rid))  # faster than model_construct
             else:
                 events.append(item)  # type: ignore[arg-type]
         return events
