@@ -8,6 +8,10 @@ text neither durable nor visible. ``with_ticks`` runs the stream in its own task
 It sits on the hot path of every model request, so it avoids per-event tasks: one plain
 future per wait and, only while fragments are buffered, one timer handle per *deadline* (not per
 wait: a window spans several events, and a timer per event cost as much as the wait itself).
+And it does not wake the caller for every event: while a deadline is pending, an event the
+caller may ``hold`` (a delta that will only be buffered until that deadline anyway) waits in the
+queue until the deadline passes or an event that may not wait arrives, so a window of several
+tokens costs the caller one wake-up, not one per token.
 """
 
 from __future__ import annotations
@@ -30,9 +34,19 @@ class _Failed:
         self.error = error
 
 
+def _urgent(_item: object) -> bool:
+    return False
+
+
 async def with_ticks(
-    stream: AsyncIterator[T], next_deadline: Callable[[], float | None], clock: Callable[[], float]
+    stream: AsyncIterator[T],
+    next_deadline: Callable[[], float | None],
+    clock: Callable[[], float],
+    *,
+    hold: Callable[[T], bool] = _urgent,
 ) -> AsyncGenerator[T | None, None]:
+    """``stream``'s items in order, and ``None`` whenever ``next_deadline()`` passes while none
+    is waiting. ``hold(item)``: the item may wait for the pending deadline (default: none may)."""
     loop = asyncio.get_running_loop()
     items: deque[object] = deque()
     waiter: asyncio.Future[None] | None = None
@@ -52,7 +66,8 @@ async def with_ticks(
         try:
             async for item in stream:
                 items.append(item)
-                wake()
+                if waiter is not None and (armed is None or not hold(item) or clock() >= armed):
+                    wake()
         except Exception as exc:  # an adapter bug: surface it in the consumer
             items.append(_Failed(exc))
         finally:

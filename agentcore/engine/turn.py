@@ -254,7 +254,7 @@ class TurnEngine(ToolRound, CompactionStep):
         end: StreamEnd | None = None
         started = self.clock() if span is not None else None
         timing = AttemptTiming(self.log.now_ms())
-        stream = with_ticks(cfg.provider.stream(request, self.abort), buffer.deadline, self.clock)
+        stream = with_ticks(cfg.provider.stream(request, self.abort), buffer.deadline, self.clock, hold=_may_wait)
         async for event in stream:
             if timing.first_token_ms is None and isinstance(event, _CHUNKS):
                 timing.first_token_ms = self.log.now_ms()
@@ -503,6 +503,12 @@ class TurnEngine(ToolRound, CompactionStep):
 
 
 _CHUNKS = (TextDelta, ThinkingDelta, ToolCallDelta)
+
+
+def _may_wait(event: object) -> bool:
+    """While fragments wait for their commit, every stream event but the end only adds to what
+    that commit releases, so it may wait for the flush deadline (``with_ticks``)."""
+    return type(event) is not StreamEnd
 
 
 def _budgets_dict(budgets: Budgets) -> RetryBudgets:
