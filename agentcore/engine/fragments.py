@@ -111,9 +111,6 @@ class PendingEvents:
     def add(self, event: AgentEvent) -> None:
         self._items.append(event)
 
-    def __bool__(self) -> bool:
-        return bool(self._items)
-
     def drain(self) -> list[AgentEvent]:
         """The events to emit now (after the commit); empty afterwards."""
         items, self._items = self._items, []

@@ -34,7 +34,7 @@ class _Failed:
         self.error = error
 
 
-def _urgent(_item: object) -> bool:
+def _never_hold(_item: object) -> bool:
     return False
 
 
@@ -43,7 +43,7 @@ async def with_ticks(
     next_deadline: Callable[[], float | None],
     clock: Callable[[], float],
     *,
-    hold: Callable[[T], bool] = _urgent,
+    hold: Callable[[T], bool] = _never_hold,
 ) -> AsyncGenerator[T | None, None]:
     """``stream``'s items in order, and ``None`` whenever ``next_deadline()`` passes while none
     is waiting. ``hold(item)``: the item may wait for the pending deadline (default: none may)."""
