@@ -23,8 +23,9 @@ decoder (``agentcore.providers.sse.SSEDecoder``) and ``json.loads``: the transpo
 no runtime can avoid. Reported per stream window (``--window-ms``, set with the supported
 ``AgentRuntime.set_stream_window``): agentcore's CPU per turn, the floor's, their ratio, and
 the difference (agentcore's own work), with the medians over ``--rounds`` rounds (the first
-round, which connects and builds each runtime's first request, is reported apart); commits and
-events per turn by type.
+round, which connects and builds each runtime's first request, is reported apart); commits per
+turn and the CPU spent inside them (``SqliteStorage.commit``: the count follows the window and how
+far the event loop lags, and dominates at 20 ms), and events per turn by type.
 
 ``--profile out.txt`` samples this process with py-spy (``--gil``, raw collapsed stacks; read
 it with ``bench/profile_top.py out.txt --match agentcore/``) during agentcore's measured rounds;
@@ -120,10 +121,11 @@ class Session:
 
 
 class CommitCounter:
-    """Counts SQLite commits (every runtime's store) while installed."""
+    """Counts SQLite commits (every runtime's store) and their CPU while installed."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.cpu = 0.0
         self._inner = SqliteStorage.commit
 
     def __enter__(self) -> CommitCounter:
@@ -131,7 +133,11 @@ class CommitCounter:
 
         def counted(storage: Any, *args: Any, **kwargs: Any) -> Any:
             self.count += 1
-            return inner(storage, *args, **kwargs)
+            started = time.process_time()
+            try:
+                return inner(storage, *args, **kwargs)
+            finally:
+                self.cpu += time.process_time() - started
 
         SqliteStorage.commit = counted  # type: ignore[method-assign]
         return self
@@ -145,6 +151,7 @@ class Round:
     cpu_ms: float  # per turn
     overlap: int = 0
     commits: float = 0.0  # per turn
+    commit_ms: float = 0.0  # CPU in SqliteStorage.commit per turn
     events: dict[str, float] = field(default_factory=dict)  # per turn, by type
 
 
@@ -161,7 +168,8 @@ async def agent_round(sessions: list[Session], tokens: int, tag: str, settle: fl
     events: Counter[str] = Counter()
     for session, seen in zip(sessions, before, strict=True):
         events.update(session.events - seen)
-    return Round(used * 1000 / n, max_overlap(spans), commits.count / n, {k: v / n for k, v in events.items()})
+    per_type = {k: v / n for k, v in events.items()}
+    return Round(used * 1000 / n, max_overlap(spans), commits.count / n, commits.cpu * 1000 / n, per_type)
 
 
 async def floor_round(url: str, clients: list[Any], tokens: int, settle: float) -> Round:
@@ -321,7 +329,12 @@ def report(args: argparse.Namespace, results: dict[float, dict[str, list[Round]]
         print(f"  overlap: {overlaps} of {args.sessions}")
         last = agent[-1]
         kinds = ", ".join(f"{k} {v:.1f}" for k, v in sorted(last.events.items(), key=lambda kv: -kv[1]))
-        print(f"  per turn: {last.commits:.1f} commits; events {kinds}")
+        commit_ms = statistics.median(r.commit_ms for r in measured)
+        commits = statistics.median(r.commits for r in measured)
+        print(
+            f"  per turn: {commits:.1f} commits, {commit_ms:.2f} ms CPU in them "
+            f"(agentcore's own without them {a - f - commit_ms:.2f} ms); events {kinds}"
+        )
 
 
 def main() -> None:
