@@ -8,6 +8,8 @@
 - ``Counter``: what the tool increments; every benchmark asserts it reached N.
 - ``replay_floor``: raw ``httpx`` posting given request bytes and reading the SSE bytes
   unparsed, on one pooled connection: the transport floor.
+- ``py_spy`` / ``stop_py_spy``: sample this process (or another) with py-spy into a file of
+  collapsed stacks (``bench/profile_top.py`` reads them).
 
 Run ``python bench/loopkit.py --serve`` to start the server alone (prints ``port N``).
 """
@@ -19,6 +21,8 @@ import asyncio
 import json
 import os
 import platform
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -241,6 +245,30 @@ def machine() -> str:
         pass
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}, load average {load}"
+
+
+def py_spy(out: Path, *, pid: int | None = None, rate: int = 500, gil: bool = True) -> subprocess.Popen[bytes]:
+    """Start py-spy sampling ``pid`` (default: this process) into ``out`` (raw collapsed
+    stacks); ``gil``: only the thread holding the GIL (Python CPU), else every thread on the
+    CPU. Returns once py-spy has had a second to attach; stop it with ``stop_py_spy``."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(exe).exists():
+        raise RuntimeError("py-spy is not installed: pip install py-spy (it is in the bench extra)")
+    which = ["--gil"] if gil else ["--threads"]
+    target = ["--pid", str(pid or os.getpid())]
+    proc = subprocess.Popen(
+        [exe, "record", *target, *which, "--format", "raw", "--rate", str(rate), "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)  # py-spy attaches (a process starting, not synchronisation)
+    return proc
+
+
+def stop_py_spy(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a ``py_spy`` sampler; py-spy writes its output on SIGINT."""
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
 
 
 def _serve() -> None:

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from loopkit import ROOT, ProviderProcess
+from loopkit import ROOT, ProviderProcess, py_spy, stop_py_spy
 
 HERE = Path(__file__).resolve().parent
 
@@ -291,34 +291,13 @@ class Spy:
     def start(self, phase: str) -> None:
         if phase != self.phase or self.out is None:
             return
-        exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
         self._part = self.out.with_suffix(".part")
-        self._proc = subprocess.Popen(
-            [
-                exe,
-                "record",
-                "--pid",
-                str(os.getpid()),
-                "--gil",
-                "--format",
-                "raw",
-                "--rate",
-                str(self.rate),
-                "-o",
-                str(self._part),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(1.0)  # py-spy attaches (a process starting, not synchronisation)
+        self._proc = py_spy(self._part, rate=self.rate)
 
     def stop(self, phase: str) -> None:
         if self._proc is None or phase != self.phase:
             return
-        import signal
-
-        self._proc.send_signal(signal.SIGINT)
-        self._proc.wait(timeout=60)
+        stop_py_spy(self._proc)
         self._proc = None
         assert self.out is not None
         with self.out.open("a") as out:
@@ -356,7 +335,11 @@ def main() -> None:
     parser.add_argument("--profile", choices=("open", "turn"))
     parser.add_argument("--out", type=Path)
     parser.add_argument("--rate", type=int, default=500)
-    parser.add_argument("--agent-window-ms", type=float, help="what-if: agentcore's fragment commit window")
+    parser.add_argument(
+        "--agent-window-ms",
+        type=float,
+        help="what-if: pin every runtime's stream window (agentcore's fragment commit window; studio_whatif.py)",
+    )
     parser.add_argument("--flush-interval", type=float, help="STUDIO_FLUSH_INTERVAL (seconds)")
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="studio-inprocess-"))
@@ -401,10 +384,11 @@ async def run(args: argparse.Namespace, provider: ProviderProcess, log: QueryLog
         )
         return cookie, csrf, user, model
 
-    if args.agent_window_ms is not None:
-        from agentcore.engine import fragments
+    if args.agent_window_ms is not None:  # every runtime the host opens keeps this window
+        from django.conf import settings
 
-        fragments.FLUSH_INTERVAL_S = args.agent_window_ms / 1000
+        os.environ["BENCH_AGENT_FLUSH_S"] = str(args.agent_window_ms / 1000)
+        settings.STUDIO_RUNTIME_FACTORY = "studio_whatif.factory"
     if args.flush_interval is not None:
         from django.conf import settings
 

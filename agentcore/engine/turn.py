@@ -17,7 +17,7 @@ from agentcore.compaction.step import CompactionStep
 from agentcore.engine.base import EngineBase, TurnConfig
 from agentcore.engine.call_limits import refuse_unfit_calls
 from agentcore.engine.endings import answer_text, call_key
-from agentcore.engine.fragments import FragmentBuffer, assemble_partial
+from agentcore.engine.fragments import FragmentBuffer, PendingEvents, assemble_partial
 from agentcore.engine.interrupted import INTERRUPTED_RESULT
 from agentcore.engine.pump import with_ticks
 from agentcore.engine.retry import (
@@ -40,8 +40,6 @@ from agentcore.events import (
     RetryEvent,
     RunEndEvent,
     SourcesEvent,
-    TextDeltaEvent,
-    ThinkingDeltaEvent,
     WebSearchEvent,
 )
 from agentcore.harness.op_state import PHASES, OpState, PlanReviewState, RetryBudgets, ToolCallState
@@ -250,14 +248,13 @@ class TurnEngine(ToolRound, CompactionStep):
     ) -> AsyncIterator[AgentEvent]:
         step, attempt = op["step"], op["attempt"]
         buffer = FragmentBuffer(step, attempt, clock=self.clock, window=cfg.stream_window)
-        rid = self.event_request_id
-        pending: list[AgentEvent] = []
+        pending = PendingEvents(self.event_request_id)
         cited: list[dict[str, Any]] = []  # the answer's sources, kept with it (P2)
         streamed_chars = 0
         end: StreamEnd | None = None
         started = self.clock() if span is not None else None
         timing = AttemptTiming(self.log.now_ms())
-        stream = with_ticks(cfg.provider.stream(request, self.abort), buffer.deadline, self.clock)
+        stream = with_ticks(cfg.provider.stream(request, self.abort), buffer.deadline, self.clock, hold=_may_wait)
         async for event in stream:
             if timing.first_token_ms is None and isinstance(event, _CHUNKS):
                 timing.first_token_ms = self.log.now_ms()
@@ -268,19 +265,18 @@ class TurnEngine(ToolRound, CompactionStep):
                     pass
                 case TextDelta():
                     buffer.add(event.index, "text", event.text)
-                    pending.append(TextDeltaEvent.model_construct(index=event.index, delta=event.text, request_id=rid))
+                    pending.delta("text", event.index, event.text)
                     streamed_chars += len(event.text)
                 case ThinkingDelta():
                     buffer.add(event.index, "thinking", event.text)
-                    thinking = ThinkingDeltaEvent.model_construct(index=event.index, delta=event.text, request_id=rid)
-                    pending.append(thinking)
+                    pending.delta("thinking", event.index, event.text)
                     streamed_chars += len(event.text)
                 case ToolCallDelta():
                     streamed_chars += len(event.partial_json)
                 case WebSearchUpdate():
-                    pending.append(WebSearchEvent(search=event.search))
+                    pending.add(WebSearchEvent(search=event.search))
                 case SourcesFound():
-                    pending.append(SourcesEvent(sources=event.sources))
+                    pending.add(SourcesEvent(sources=event.sources))
                     cited.extend(event.sources)
                 case StreamEnd():
                     end = event
@@ -293,9 +289,8 @@ class TurnEngine(ToolRound, CompactionStep):
                 fragments = buffer.drain(self.request_id)
                 timing.stamp(fragments, self.log.now_ms())
                 self.log.commit(Commit(entries=[self.log.entry("fragment", f) for f in fragments]))
-                for item in pending:
+                for item in pending.drain():
                     yield item
-                pending.clear()
                 meter = self._context_usage(streaming_chars=streamed_chars, throttle=True)
                 if meter:
                     yield meter
@@ -306,7 +301,7 @@ class TurnEngine(ToolRound, CompactionStep):
         message = end.message
         message.sources = cited
         # Everything received is settled below in one transaction with the next state.
-        async for settled in self._settle_response(op, cfg, message, end, pending, span, timing):
+        async for settled in self._settle_response(op, cfg, message, end, pending.drain(), span, timing):
             yield settled
 
     async def _settle_response(
@@ -508,6 +503,12 @@ class TurnEngine(ToolRound, CompactionStep):
 
 
 _CHUNKS = (TextDelta, ThinkingDelta, ToolCallDelta)
+
+
+def _may_wait(event: object) -> bool:
+    """While fragments wait for their commit, every stream event but the end only adds to what
+    that commit releases, so it may wait for the flush deadline (``with_ticks``)."""
+    return type(event) is not StreamEnd
 
 
 def _budgets_dict(budgets: Budgets) -> RetryBudgets:

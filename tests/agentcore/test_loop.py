@@ -41,8 +41,12 @@ async def test_tool_loop_runs_ls_then_answers(make_agent, fake_server, api_kind:
 
 @pytest.mark.parametrize("api_kind", API_KINDS)
 async def test_event_order_context_usage_first_and_end_last(make_agent, fake_server, api_kind: str) -> None:
-    """E1/C1: context_usage before the first request; deltas in order; the end event is last."""
-    fake_server.enqueue([Thinking("let me think"), Text("Hello world, this is streamed.", chunk_size=5)])
+    """E1/C1: context_usage before the first request; deltas in order; the end event is last.
+    The chunks come further apart than the stream window, so each is released (and shown) on
+    its own: several deltas (a window's chunks of one block are one delta)."""
+    fake_server.enqueue(
+        [Thinking("let me think"), Text("Hello world, this is streamed.", chunk_size=5, pace_s=0.03)]
+    )
     agent = await make_agent(api_kind)
     events = await collect(agent, "hi")
     kinds = types(events)

@@ -14,7 +14,7 @@ import pytest
 
 from agentcore.errors import InputValidationError
 from agentcore.harness.sqlite_store import SqliteStorage
-from agentcore.testing.steps import Stop, Text, Usage
+from agentcore.testing.steps import Stop, Text, Thinking, Usage
 
 COMPLETIONS = "openai-completions"
 
@@ -64,3 +64,26 @@ async def test_the_window_is_validated(make_agent: Any, bad: Any) -> None:
     with pytest.raises(InputValidationError) as info:
         agent.set_stream_window(bad)
     assert info.value.field == "stream_window"
+
+
+async def test_a_window_emits_one_delta_event_per_block_not_one_per_token(make_agent: Any, fake_server: Any) -> None:
+    """E1/E2 (issue 25): the deltas a window releases together (after one commit) are one event
+    per block and kind — the same text at the same moment as one event per token, for a fraction
+    of the work in every layer that handles events. 20 text tokens 20 ms apart under a 0.2 s
+    window give a handful of text events, not 20; the text, its order and the block index hold,
+    and a reasoning block keeps its own events, never merged into the text."""
+    tokens = [f"t{i} " for i in range(20)]
+    fake_server.enqueue(
+        [Thinking("think", chunk_size=1), Text("", chunks=tokens, pace_s=0.02), Usage(input=5, output=20), Stop("stop")]
+    )
+    agent = await make_agent(COMPLETIONS)
+    agent.set_stream_window(0.2)
+    events = [event async for event in agent.run({"prompt": "count", "request_id": "r1"})]
+    texts = [e for e in events if e.type == "text_delta"]
+    thinking = [e for e in events if e.type == "thinking_delta"]
+    assert "".join(e.delta for e in texts) == "".join(tokens)
+    assert "".join(e.delta for e in thinking) == "think"
+    assert 1 <= len(texts) <= 4, [e.delta for e in texts]
+    assert len({e.index for e in texts}) == 1 and {e.index for e in thinking}.isdisjoint({texts[0].index})
+    kinds = [e.type for e in events if e.type in ("text_delta", "thinking_delta")]
+    assert kinds.index("thinking_delta") < kinds.index("text_delta")
