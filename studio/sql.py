@@ -3,7 +3,9 @@
 Why not the ORM there: on this project's machines building a query costs far more CPU than
 running it — a filtered, ordered ``values()`` read measured ~0.3–0.8 ms to compile and convert
 against ~0.03 ms for the same statement run directly — and a turn's end re-read the Usage tab
-and the turns' notices for every watched page. So those statements are written once here, in
+and the turns' notices for every watched page, and wrote a turn's rows (its run, its usage record,
+the session row's status, activity, title and totals) through ``create`` and ``update``. So
+those statements are written once here, in
 SQL both of Studio's databases speak (SQLite and PostgreSQL), with table and column names and
 parameters taken from the models (``Model._meta``, ``Field.get_db_prep_value``) and every value
 read back through the same converters the ORM applies — so a row reads the same either way.
@@ -12,11 +14,12 @@ Everything else keeps the ORM.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import connection
-from django.db.models import Field, Model
+from django.db.models import DecimalField, Field, Model
+from django.utils import timezone
 
 
 def table(model: type[Model]) -> str:
@@ -58,3 +61,82 @@ def _field(model: type[Model], name: str) -> Field[Any, Any]:
 def _converters(field: Field[Any, Any]) -> tuple[Any, list[Any]]:
     col = field.get_col(field.model._meta.db_table)
     return col, [*connection.ops.get_db_converters(col), *field.get_db_converters(connection)]
+
+
+def insert(model: type[Model], values: Mapping[str, Any], *, ignore_conflict: bool = False) -> bool:
+    """Insert one ``model`` row: ``values`` by field name (a foreign key by its ``…_id``), every
+    other field its default (``auto_now``/``auto_now_add`` fields: now), as ``Model.save``
+    would. ``ignore_conflict``: a row that breaks a unique constraint is skipped (SQLite and
+    PostgreSQL both say ``ON CONFLICT DO NOTHING``). True when a row was inserted."""
+    now = timezone.now()
+    names: list[str] = []
+    params: list[Any] = []
+    for field in model._meta.concrete_fields:
+        if field.primary_key and field.attname not in values and field.name not in values and not field.has_default():
+            continue  # an auto-increment id: the database's
+        if field.attname in values:
+            value = values[field.attname]
+        elif field.name in values:
+            value = values[field.name]
+        elif getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            value = now
+        else:
+            value = field.get_default()
+        names.append(connection.ops.quote_name(field.column))
+        params.append(field.get_db_prep_save(value, connection))
+    placeholders = ", ".join(["%s"] * len(names))
+    statement = f"INSERT INTO {table(model)} ({', '.join(names)}) VALUES ({placeholders})"
+    if ignore_conflict:
+        statement += " ON CONFLICT DO NOTHING"
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return bool(cursor.rowcount)
+
+
+class Update:
+    """One ``UPDATE`` of ``model`` rows matching ``where`` (field name → value, all equal):
+    set values, add to counters, set a text only where it is empty, raise a number to at least
+    a value — what Studio's hot writes need, without an ORM expression to resolve."""
+
+    def __init__(self, model: type[Model], **where: Any) -> None:
+        self.model, self.where = model, where
+        self._set: list[tuple[str, list[Any]]] = []
+
+    def set(self, name: str, value: Any) -> Update:
+        self._set.append((f"{column(self.model, name)} = %s", [_save(self.model, name, value)]))
+        return self
+
+    def add(self, name: str, delta: Any) -> Update:
+        col = column(self.model, name)
+        expression = f"{col} + %s"
+        if connection.vendor == "sqlite" and isinstance(_field(self.model, name), DecimalField):
+            expression = f"CAST(({expression}) AS NUMERIC)"  # what Django's SQLite backend writes
+        self._set.append((f"{col} = {expression}", [_save(self.model, name, delta)]))
+        return self
+
+    def set_if_empty(self, name: str, value: str) -> Update:
+        col = column(self.model, name)
+        self._set.append((f"{col} = CASE WHEN {col} = %s THEN %s ELSE {col} END", ["", value]))
+        return self
+
+    def at_least(self, name: str, value: int) -> Update:
+        col = column(self.model, name)
+        greatest = "MAX" if connection.vendor == "sqlite" else "GREATEST"
+        self._set.append((f"{col} = {greatest}({col}, %s)", [_save(self.model, name, value)]))
+        return self
+
+    def run(self) -> int:
+        """Run it (nothing to set: nothing run); the number of rows changed."""
+        if not self._set:
+            return 0
+        assignments = ", ".join(sql for sql, _ in self._set)
+        conditions = " AND ".join(f"{column(self.model, name)} = %s" for name in self.where)
+        params = [p for _, values in self._set for p in values]
+        params += [_save(self.model, name, value) for name, value in self.where.items()]
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {table(self.model)} SET {assignments} WHERE {conditions}", params)
+            return int(cursor.rowcount)
+
+
+def _save(model: type[Model], name: str, value: Any) -> Any:
+    return _field(model, name).get_db_prep_save(value, connection)
