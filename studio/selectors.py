@@ -102,12 +102,30 @@ def model_choices(model: RegisteredModel) -> list[RegisteredModel]:
     """Models a session on ``model`` can switch to with ``configure``: same provider, endpoint,
     API kind and key — the runtime's credentials — so a switch never sends a key elsewhere.
     Keys are compared decrypted (each is encrypted with its own IV); one that cannot be read
-    is never a match."""
+    is never a match. Enabled ones only, by name (as ``registered_models`` orders them).
+
+    One plain statement (``studio.sql``): the controls re-render this at every turn's start."""
     if model.is_demo:
         return [model]
-    same = registered_models().filter(provider=model.provider, base_url=model.base_url, api_kind=model.api_kind)
+    fields = [f for f in RegisteredModel._meta.concrete_fields]
+    columns = ", ".join(sql.column(RegisteredModel, f.name) for f in fields)
+    statement = (
+        f"SELECT {columns} FROM {sql.table(RegisteredModel)} WHERE {sql.column(RegisteredModel, 'enabled')} = %s"
+        f" AND {sql.column(RegisteredModel, 'provider')} = %s AND {sql.column(RegisteredModel, 'base_url')} = %s"
+        f" AND {sql.column(RegisteredModel, 'api_kind')} = %s AND {sql.column(RegisteredModel, 'model_id')} <> %s"
+        f" ORDER BY {sql.column(RegisteredModel, 'name')}"
+    )
+    params = [
+        sql.param(RegisteredModel, "enabled", True),
+        model.provider,
+        model.base_url,
+        model.api_kind,
+        "",
+    ]
+    rows = sql.fetch(statement, params, [(RegisteredModel, f.name) for f in fields])
+    same = [RegisteredModel.from_db(sql.connection.alias, [f.attname for f in fields], row) for row in rows]
     key = _readable_key(model)
-    return [m for m in same.exclude(model_id="") if m.pk == model.pk or (key is not None and _readable_key(m) == key)]
+    return [m for m in same if m.pk == model.pk or (key is not None and _readable_key(m) == key)]
 
 
 def _readable_key(model: RegisteredModel) -> str | None:
@@ -129,8 +147,12 @@ def enabled_model_rows() -> tuple[tuple[Any, ...], ...]:
     """What every model table depends on — each enabled model's identity, endpoint, key (as
     stored) and attributes — as plain values in one read: the host compares it before each
     prompt and builds a table again (model instances, decrypted keys) only when it changed."""
-    fields = ("pk", "provider", "model_id", "base_url", "api_kind", "api_key", "attributes")
-    return tuple(RegisteredModel.objects.filter(enabled=True).order_by("pk").values_list(*fields))
+    fields = ("id", "provider", "model_id", "base_url", "api_kind", "api_key", "attributes")
+    columns = ", ".join(sql.column(RegisteredModel, name) for name in fields)
+    enabled, pk = sql.column(RegisteredModel, "enabled"), sql.column(RegisteredModel, "id")
+    statement = f"SELECT {columns} FROM {sql.table(RegisteredModel)} WHERE {enabled} = %s ORDER BY {pk}"
+    rows = sql.fetch(statement, [sql.param(RegisteredModel, "enabled", True)], [(RegisteredModel, n) for n in fields])
+    return tuple(rows)  # one plain statement: read before every prompt
 
 
 def session_model_table(root_id: str) -> dict[str, Any]:

@@ -137,13 +137,14 @@ def compiled(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield seen
 
 
-async def test_a_turns_own_writes_compile_no_orm_statement(
+async def test_a_turns_writes_and_model_reads_compile_no_orm_statement(
     user: Any, host: SessionHost, server: FakeProviderServer, compiled: list[str]
 ) -> None:
     """W1/W2 (issue 25): the rows a turn writes — its run row at the prompt, its usage record,
     its end, the session row's status, activity, title and totals — are prepared plain
     statements (``studio.sql``): the host's effects build no ORM query, which cost more CPU
-    than the rest of the turn's bookkeeping together."""
+    than the rest of the turn's bookkeeping together; so are the enabled models the prompt
+    checks and the model choices the controls show."""
     model = await scripted_model(server)
     session = await sync_to_async(services.session_create)(
         owner=user,
@@ -165,6 +166,13 @@ async def test_a_turns_own_writes_compile_no_orm_statement(
     await host.wait_idle(sid)
     writes = [c for c in compiled[before:] if c.split(":")[0] in ("effects.py", "services.py")]
     assert writes == []
+    # What is left: the login's session and user, the view's own row, the pushes' view row.
+    assert sorted(compiled[before:]) == [
+        "middleware.py:__call__",
+        "middleware.py:__call__",
+        "selectors.py:session_for_user",
+        "selectors.py:session_view",
+    ]
     run = await sync_to_async(lambda: session.runs.get())()
     assert (run.status, run.prompt) == ("completed", "the turn")
     await sync_to_async(session.refresh_from_db)()
