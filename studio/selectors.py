@@ -37,11 +37,12 @@ def session_for_user(user: Any, session_id: Any) -> StudioSession:
     if not user.is_authenticated:
         raise Http404("No such session.")
     try:
-        return StudioSession.objects.select_related("registered_model", "owner", "root").get(
-            pk=session_id, owner_id=user.pk
-        )
-    except (StudioSession.DoesNotExist, ValueError, TypeError, ValidationError) as exc:
+        session = sql.one(StudioSession, ("registered_model", "owner", "root"), id=session_id, owner=user.pk)
+    except (ValueError, TypeError, ValidationError) as exc:
         raise Http404("No such session.") from exc
+    if session is None:
+        raise Http404("No such session.")
+    return session
 
 
 def user_owns_session(user_id: int, session_id: str) -> bool:
@@ -123,7 +124,7 @@ def model_choices(model: RegisteredModel) -> list[RegisteredModel]:
         "",
     ]
     rows = sql.fetch(statement, params, [(RegisteredModel, f.name) for f in fields])
-    same = [RegisteredModel.from_db(sql.connection.alias, [f.attname for f in fields], row) for row in rows]
+    same = [RegisteredModel.from_db(sql.ALIAS, [f.attname for f in fields], row) for row in rows]
     key = _readable_key(model)
     return [m for m in same if m.pk == model.pk or (key is not None and _readable_key(m) == key)]
 
@@ -168,7 +169,7 @@ def session_config(session_id: str) -> SessionConfig:
     from studio.confinement import confinement_of
     from studio.credentials import CredentialsError
 
-    session = StudioSession.objects.select_related("registered_model", "root__registered_model").get(pk=session_id)
+    session = _view_row(session_id, ("registered_model", "root__registered_model"))
     root = session.root or session
     model = root.registered_model
     confinement = confinement_of(root)
@@ -199,9 +200,16 @@ def session_config(session_id: str) -> SessionConfig:
 
 def session_view(session_id: str) -> StudioSession:
     """A view's row with everything its page reads (model, owner, the main session's)."""
-    return StudioSession.objects.select_related(
-        "registered_model", "owner", "root__registered_model", "root__owner"
-    ).get(pk=session_id)
+    return _view_row(session_id, ("registered_model", "owner", "root__registered_model", "root__owner"))
+
+
+def _view_row(session_id: str, related: tuple[str, ...]) -> StudioSession:
+    """A view's row with ``related`` loaded, in one plain statement (``studio.sql.one``: every
+    page, prompt and push reads it); ``StudioSession.DoesNotExist`` as the ORM's ``get``."""
+    session = sql.one(StudioSession, related, id=session_id)
+    if session is None:
+        raise StudioSession.DoesNotExist(f"No session {session_id}.")
+    return session
 
 
 def approvals_of(session: StudioSession) -> list[Approval]:

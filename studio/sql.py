@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import DecimalField, Field, Model
 from django.utils import timezone
+
+#: The database alias of the rows read here (instances are made as the ORM makes them there).
+ALIAS = DEFAULT_DB_ALIAS  # ``connection`` is that alias's
 
 
 def table(model: type[Model]) -> str:
@@ -50,6 +53,64 @@ def fetch(sql: str, params: Sequence[Any], fields: Sequence[tuple[type[Model], s
             values.append(value)
         out.append(tuple(values))
     return out
+
+
+def one(model: type[Model], related: Sequence[str] = (), **where: Any) -> Any:
+    """The ``model`` row whose fields equal ``where`` (field name → value), or None, with the
+    rows its foreign keys point to already loaded, as ``select_related(*related)`` loads them
+    (a path such as ``"root__owner"`` loads ``root`` too; a null key loads None) — one plain
+    statement. Values that cannot be a field's (a malformed UUID) raise as the ORM's ``get``
+    does (``ValidationError``)."""
+    joins: dict[str, tuple[str, type[Model], Any, str]] = {}  # path → alias, model, fk field, parent path
+    for path in related:
+        parts = path.split("__")
+        for depth in range(1, len(parts) + 1):
+            prefix = "__".join(parts[:depth])
+            if prefix in joins:
+                continue
+            parent = "__".join(parts[: depth - 1])
+            parent_model = joins[parent][1] if parent else model
+            fk = parent_model._meta.get_field(parts[depth - 1])
+            joins[prefix] = (f"t{len(joins) + 1}", fk.related_model, fk, parent)
+    aliases: list[tuple[str, str, type[Model]]] = [("", "t0", model)]
+    aliases += [(path, alias, rel) for path, (alias, rel, _fk, _parent) in joins.items()]
+    columns: list[str] = []
+    fields: list[tuple[type[Model], str]] = []
+    for _path, alias, rel in aliases:
+        for field in rel._meta.concrete_fields:
+            columns.append(f"{alias}.{connection.ops.quote_name(field.column)}")
+            fields.append((rel, field.name))
+    statement = f"SELECT {', '.join(columns)} FROM {table(model)} t0"
+    for _path, (alias, rel, fk, parent) in joins.items():
+        parent_alias = joins[parent][0] if parent else "t0"
+        target = rel._meta.pk.column
+        statement += (
+            f" LEFT JOIN {table(rel)} {alias} ON {alias}.{connection.ops.quote_name(target)}"
+            f" = {parent_alias}.{connection.ops.quote_name(fk.column)}"
+        )
+    conditions = " AND ".join(f"t0.{column(model, name)} = %s" for name in where)
+    if conditions:
+        statement += f" WHERE {conditions}"
+    rows = fetch(statement, [_save(model, name, value) for name, value in where.items()], fields)
+    if not rows:
+        return None
+    row = rows[0]
+    loaded: dict[str, Any] = {}
+    offset = 0
+    for path, _alias, rel in aliases:
+        concrete = rel._meta.concrete_fields
+        values = row[offset : offset + len(concrete)]
+        offset += len(concrete)
+        pk_value = values[[f.primary_key for f in concrete].index(True)]
+        names = [f.attname for f in concrete]
+        instance = rel.from_db(ALIAS, names, values) if pk_value is not None else None
+        loaded[path] = instance
+        if path:
+            fk, parent = joins[path][2], joins[path][3]
+            owner = loaded[parent]
+            if owner is not None:
+                fk.set_cached_value(owner, instance)
+    return loaded[""]
 
 
 def _field(model: type[Model], name: str) -> Field[Any, Any]:

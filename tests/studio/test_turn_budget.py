@@ -144,7 +144,8 @@ async def test_a_turns_writes_and_model_reads_compile_no_orm_statement(
     its end, the session row's status, activity, title and totals — are prepared plain
     statements (``studio.sql``): the host's effects build no ORM query, which cost more CPU
     than the rest of the turn's bookkeeping together; so are the enabled models the prompt
-    checks and the model choices the controls show."""
+    checks, the model choices the controls show and the view's row the POST and the pushes
+    read (with its model, owner and main session)."""
     model = await scripted_model(server)
     session = await sync_to_async(services.session_create)(
         owner=user,
@@ -166,13 +167,8 @@ async def test_a_turns_writes_and_model_reads_compile_no_orm_statement(
     await host.wait_idle(sid)
     writes = [c for c in compiled[before:] if c.split(":")[0] in ("effects.py", "services.py")]
     assert writes == []
-    # What is left: the login's session and user, the view's own row, the pushes' view row.
-    assert sorted(compiled[before:]) == [
-        "middleware.py:__call__",
-        "middleware.py:__call__",
-        "selectors.py:session_for_user",
-        "selectors.py:session_view",
-    ]
+    # What is left: the login's session and user (Django's own middlewares).
+    assert sorted(compiled[before:]) == ["middleware.py:__call__", "middleware.py:__call__"]
     run = await sync_to_async(lambda: session.runs.get())()
     assert (run.status, run.prompt) == ("completed", "the turn")
     await sync_to_async(session.refresh_from_db)()
