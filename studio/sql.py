@@ -14,8 +14,10 @@ Everything else keeps the ORM.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import DecimalField, Field, Model
@@ -44,73 +46,99 @@ def fetch(sql: str, params: Sequence[Any], fields: Sequence[tuple[type[Model], s
     with connection.cursor() as cursor:
         cursor.execute(sql, list(params))
         rows = cursor.fetchall()
-    out = []
-    for row in rows:
-        values = []
-        for value, (field, functions) in zip(row, converters, strict=True):
-            for convert in functions:
-                value = convert(value, field, connection)
-            values.append(value)
-        out.append(tuple(values))
-    return out
+    return [tuple(_converted(row, converters)) for row in rows]
 
 
 def one(model: type[Model], related: Sequence[str] = (), **where: Any) -> Any:
     """The ``model`` row whose fields equal ``where`` (field name → value), or None, with the
     rows its foreign keys point to already loaded, as ``select_related(*related)`` loads them
     (a path such as ``"root__owner"`` loads ``root`` too; a null key loads None) — one plain
-    statement. Values that cannot be a field's (a malformed UUID) raise as the ORM's ``get``
-    does (``ValidationError``)."""
+    statement, built once per shape (``_joined``). Values that cannot be a field's (a malformed
+    UUID) raise as the ORM's ``get`` does (``ValidationError``)."""
+    shape = _joined(cast(Any, model), tuple(related), tuple(where))  # a model class hashes (the stubs say not)
+    params = [_save(model, name, value) for name, value in where.items()]
+    with connection.cursor() as cursor:
+        cursor.execute(shape.statement, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    loaded: dict[str, Any] = {}
+    for part in shape.parts:
+        end = part.start + len(part.names)
+        values = _converted(row[part.start : end], shape.converters[part.start : end])
+        instance = part.model.from_db(ALIAS, part.names, values) if values[part.pk_at] is not None else None
+        loaded[part.path] = instance
+        if part.fk is not None and loaded[part.parent] is not None:
+            part.fk.set_cached_value(loaded[part.parent], instance)
+    return loaded[""]
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One model's columns in a ``one()`` row: its path (``""`` for the row itself), the foreign
+    key that reaches it from its parent path, its first column, attribute names, pk index."""
+
+    path: str
+    model: type[Model]
+    fk: Any
+    parent: str
+    start: int
+    names: list[str]
+    pk_at: int
+
+
+@dataclass(frozen=True)
+class _Joined:
+    statement: str
+    converters: list[tuple[Any, list[Any]]]
+    parts: list[_Part]
+
+
+@functools.cache
+def _joined(model: type[Model], related: tuple[str, ...], where: tuple[str, ...]) -> _Joined:
+    """A ``one()`` shape's statement (models' metadata only: built once per process)."""
     joins: dict[str, tuple[str, type[Model], Any, str]] = {}  # path → alias, model, fk field, parent path
     for path in related:
-        parts = path.split("__")
-        for depth in range(1, len(parts) + 1):
-            prefix = "__".join(parts[:depth])
+        steps = path.split("__")
+        for depth in range(1, len(steps) + 1):
+            prefix = "__".join(steps[:depth])
             if prefix in joins:
                 continue
-            parent = "__".join(parts[: depth - 1])
+            parent = "__".join(steps[: depth - 1])
             parent_model = joins[parent][1] if parent else model
-            fk = parent_model._meta.get_field(parts[depth - 1])
+            fk = parent_model._meta.get_field(steps[depth - 1])
             joins[prefix] = (f"t{len(joins) + 1}", fk.related_model, fk, parent)
-    aliases: list[tuple[str, str, type[Model]]] = [("", "t0", model)]
-    aliases += [(path, alias, rel) for path, (alias, rel, _fk, _parent) in joins.items()]
+    aliases: list[tuple[str, str, type[Model], Any, str]] = [("", "t0", model, None, "")]
+    aliases += [(path, alias, rel, fk, parent) for path, (alias, rel, fk, parent) in joins.items()]
     columns: list[str] = []
-    fields: list[tuple[type[Model], str]] = []
-    for _path, alias, rel in aliases:
-        for field in rel._meta.concrete_fields:
+    converters: list[tuple[Any, list[Any]]] = []
+    parts: list[_Part] = []
+    for path, alias, rel, fk, parent in aliases:
+        concrete = rel._meta.concrete_fields
+        pk_at = [f.primary_key for f in concrete].index(True)
+        parts.append(_Part(path, rel, fk, parent, len(columns), [f.attname for f in concrete], pk_at))
+        for field in concrete:
             columns.append(f"{alias}.{connection.ops.quote_name(field.column)}")
-            fields.append((rel, field.name))
+            converters.append(_converters(field))
     statement = f"SELECT {', '.join(columns)} FROM {table(model)} t0"
-    for _path, (alias, rel, fk, parent) in joins.items():
+    for alias, rel, fk, parent in joins.values():
         parent_alias = joins[parent][0] if parent else "t0"
-        target = rel._meta.pk.column
         statement += (
-            f" LEFT JOIN {table(rel)} {alias} ON {alias}.{connection.ops.quote_name(target)}"
+            f" LEFT JOIN {table(rel)} {alias} ON {alias}.{connection.ops.quote_name(rel._meta.pk.column)}"
             f" = {parent_alias}.{connection.ops.quote_name(fk.column)}"
         )
-    conditions = " AND ".join(f"t0.{column(model, name)} = %s" for name in where)
-    if conditions:
-        statement += f" WHERE {conditions}"
-    rows = fetch(statement, [_save(model, name, value) for name, value in where.items()], fields)
-    if not rows:
-        return None
-    row = rows[0]
-    loaded: dict[str, Any] = {}
-    offset = 0
-    for path, _alias, rel in aliases:
-        concrete = rel._meta.concrete_fields
-        values = row[offset : offset + len(concrete)]
-        offset += len(concrete)
-        pk_value = values[[f.primary_key for f in concrete].index(True)]
-        names = [f.attname for f in concrete]
-        instance = rel.from_db(ALIAS, names, values) if pk_value is not None else None
-        loaded[path] = instance
-        if path:
-            fk, parent = joins[path][2], joins[path][3]
-            owner = loaded[parent]
-            if owner is not None:
-                fk.set_cached_value(owner, instance)
-    return loaded[""]
+    if where:
+        statement += " WHERE " + " AND ".join(f"t0.{column(model, name)} = %s" for name in where)
+    return _Joined(statement, converters, parts)
+
+
+def _converted(row: Sequence[Any], converters: Sequence[tuple[Any, list[Any]]]) -> list[Any]:
+    values = []
+    for value, (field, functions) in zip(row, converters, strict=True):
+        for convert in functions:
+            value = convert(value, field, connection)
+        values.append(value)
+    return values
 
 
 def _field(model: type[Model], name: str) -> Field[Any, Any]:
@@ -119,7 +147,9 @@ def _field(model: type[Model], name: str) -> Field[Any, Any]:
     return field
 
 
+@functools.cache
 def _converters(field: Field[Any, Any]) -> tuple[Any, list[Any]]:
+    """What the ORM applies to a column of ``field`` read back (a model's metadata: fixed)."""
     col = field.get_col(field.model._meta.db_table)
     return col, [*connection.ops.get_db_converters(col), *field.get_db_converters(connection)]
 
