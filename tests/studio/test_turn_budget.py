@@ -174,3 +174,28 @@ async def test_a_turns_writes_and_model_reads_compile_no_orm_statement(
     await sync_to_async(session.refresh_from_db)()
     assert (session.title, session.status, session.input_tokens, session.output_tokens) == ("the turn", "idle", 20, 3)
     assert await sync_to_async(lambda: session.usage_records.count())() == 1
+
+
+async def test_a_page_renders_from_the_row_the_host_left_compiling_no_orm_statement(
+    user: Any, host: SessionHost, server: FakeProviderServer, compiled: list[str]
+) -> None:
+    """W1 (issue 25): the page's GET reads the view's row (with its model, owner and main
+    session) once, after the host opened the session — so it shows the status and totals the
+    opening reconciled — in one plain statement: the page's contexts compile no ORM query (they
+    re-read the row with ``refresh_from_db`` and then its model and owner one query each)."""
+    model = await scripted_model(server)
+    session = await sync_to_async(services.session_create)(
+        owner=user,
+        registered_model=model,
+        workdir="",
+        permission_policy="read-only",
+        effort="low",
+        mode="build",
+        tool_isolation="host",
+    )
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    before = len(compiled)
+    page = await client.get(reverse("studio:session_detail", args=[str(session.pk)]))
+    assert page.status_code == 200 and model.name in page.content.decode()
+    assert [c for c in compiled[before:] if c.startswith("pages.py")] == []
