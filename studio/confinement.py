@@ -91,7 +91,7 @@ class OwnedWorkspaces:
             return False
         if str(pk) != name:
             return False  # a workspace is named by the id exactly as Studio writes it
-        return sql.one(StudioSession, (), id=pk, owner=self.owner_id) is not None
+        return sql.exists(StudioSession, id=pk, owner=self.owner_id)
 
 
 def confinement_of(session: StudioSession) -> ToolConfinement:

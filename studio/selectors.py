@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Case, Count, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, QuerySet, Sum, Value, When
 from django.http import Http404
 
 from studio import sql
@@ -47,7 +47,7 @@ def session_for_user(user: Any, session_id: Any) -> StudioSession:
 
 def user_owns_session(user_id: int, session_id: str) -> bool:
     try:
-        return StudioSession.objects.filter(pk=session_id, owner_id=user_id).exists()
+        return sql.exists(StudioSession, id=session_id, owner=user_id)  # every socket asks: plain
     except Exception:  # a malformed id is simply not owned
         return False
 
@@ -60,8 +60,14 @@ def root_of(session_id: str) -> str:
 
 def views_of(root_id: str) -> list[tuple[str, int, str]]:
     """Every view of a store: (session id, target id, kind), the main session first."""
-    rows = StudioSession.objects.filter(Q(pk=root_id) | Q(root_id=root_id)).values_list("pk", "target_id", "kind")
-    return [(str(pk), int(target), str(kind)) for pk, target, kind in rows]
+    c = {name: sql.column(StudioSession, name) for name in ("id", "root", "target_id", "kind", "last_activity")}
+    statement = (
+        f"SELECT {c['id']}, {c['target_id']}, {c['kind']} FROM {sql.table(StudioSession)}"
+        f" WHERE {c['id']} = %s OR {c['root']} = %s ORDER BY {c['last_activity']} DESC"  # the model's ordering
+    )
+    key = sql.param(StudioSession, "id", root_id)
+    fields = [(StudioSession, "id"), (StudioSession, "target_id"), (StudioSession, "kind")]
+    return [(str(pk), int(target), str(kind)) for pk, target, kind in sql.fetch(statement, [key, key], fields)]
 
 
 def view_for_target(root: StudioSession, target_id: int) -> StudioSession | None:
@@ -214,7 +220,7 @@ def _view_row(session_id: str, related: tuple[str, ...]) -> StudioSession:
 
 def approvals_of(session: StudioSession) -> list[Approval]:
     """The view's plan reviews, oldest first."""
-    return list(Approval.objects.filter(session=session).order_by("created_at", "id"))
+    return sql.rows(Approval, ("created_at", "id"), session=session.pk)  # the Plan tab, every full render
 
 
 def _run_dict(run: Run) -> dict[str, Any]:

@@ -287,18 +287,29 @@ def run_end(
             rows.write()
 
 
+def _open_runs(view_ids: list[str], statuses: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """(session id, request id) of the views' runs in ``statuses``: one plain statement (read
+    at every store's opening)."""
+    if not view_ids:
+        return []
+    c = {name: sql.column(Run, name) for name in ("session", "request_id", "status")}
+    ids = ", ".join(["%s"] * len(view_ids))
+    wanted = ", ".join(["%s"] * len(statuses))
+    statement = (
+        f"SELECT {c['session']}, {c['request_id']} FROM {sql.table(Run)}"
+        f" WHERE {c['session']} IN ({ids}) AND {c['status']} IN ({wanted})"
+    )
+    params = [sql.param(Run, "session", v) for v in view_ids] + [str(s) for s in statuses]
+    return sql.fetch(statement, params, [(Run, "session"), (Run, "request_id")])
+
+
 def runs_reconcile(views: dict[int, str], turns: list[dict[str, Any]]) -> int:
     """Studio's turn rows follow the store: a turn Studio still shows as running (or queued)
     that the store finished while no host watched — the process died before the end event
     reached Studio — takes the store's outcome. Returns the rows changed. (One query when, as
     usually, nothing is open.)"""
-    open_statuses = (RunStatus.RUNNING, RunStatus.QUEUED)
-    open_runs = {
-        (str(session_id), request_id)
-        for session_id, request_id in Run.objects.filter(
-            session_id__in=list(views.values()), status__in=open_statuses
-        ).values_list("session_id", "request_id")
-    }
+    read = _open_runs(list(views.values()), (str(RunStatus.RUNNING), str(RunStatus.QUEUED)))
+    open_runs = {(str(session_id), request_id) for session_id, request_id in read}
     changed = 0
     for turn in turns:
         status = str(turn.get("status"))
@@ -529,7 +540,10 @@ def _ledger_time(payload: dict[str, Any]) -> datetime:
 
 def ledger_position(session_id: str) -> int:
     """Where the store's ledger was last reconciled for this session (see ``usage_sync``)."""
-    return int(StudioSession.objects.filter(pk=session_id).values_list("ledger_pos", flat=True).first() or 0)
+    pos, key = sql.column(StudioSession, "ledger_pos"), sql.column(StudioSession, "id")
+    statement = f"SELECT {pos} FROM {sql.table(StudioSession)} WHERE {key} = %s"
+    read = sql.fetch(statement, [sql.param(StudioSession, "id", session_id)], [(StudioSession, "ledger_pos")])
+    return int(read[0][0] or 0) if read else 0  # a plain statement: read at every store's opening
 
 
 def _request_of(record_id: str) -> str:

@@ -73,6 +73,30 @@ def one(model: type[Model], related: Sequence[str] = (), **where: Any) -> Any:
     return loaded[""]
 
 
+def exists(model: type[Model], **where: Any) -> bool:
+    """Whether a ``model`` row's fields equal ``where`` (one plain statement); a value that
+    cannot be the field's (a malformed UUID) raises ``ValidationError``, as the ORM does."""
+    conditions = " AND ".join(f"{column(model, name)} = %s" for name in where)
+    params = [_save(model, name, value) for name, value in where.items()]
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {table(model)} WHERE {conditions} LIMIT 1", params)
+        return cursor.fetchone() is not None
+
+
+def rows(model: type[Model], order_by: Sequence[str] = (), **where: Any) -> list[Any]:
+    """Every ``model`` row whose fields equal ``where``, as instances the ORM would make,
+    ordered by ``order_by`` (field names, ascending) — one plain statement."""
+    concrete = model._meta.concrete_fields
+    statement = f"SELECT {', '.join(column(model, f.name) for f in concrete)} FROM {table(model)}"
+    statement += " WHERE " + " AND ".join(f"{column(model, name)} = %s" for name in where) if where else ""
+    if order_by:
+        statement += " ORDER BY " + ", ".join(column(model, name) for name in order_by)
+    params = [_save(model, name, value) for name, value in where.items()]
+    names = [f.attname for f in concrete]
+    read = fetch(statement, params, [(model, f.name) for f in concrete])
+    return [model.from_db(ALIAS, names, values) for values in read]
+
+
 @dataclass(frozen=True)
 class _Part:
     """One model's columns in a ``one()`` row: its path (``""`` for the row itself), the foreign
