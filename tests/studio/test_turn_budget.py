@@ -72,6 +72,23 @@ def _answer(request: RecordedRequest) -> list[Step]:
     return [Text("", chunks=["One", " two", " three."]), Usage(input=20, output=3), Stop("stop")]
 
 
+async def _session_and_login(user: Any, server: FakeProviderServer) -> tuple[Any, AsyncClient]:
+    """A plain session of ``user`` on the scripted model, and a client logged in as them."""
+    model = await scripted_model(server)
+    session = await sync_to_async(services.session_create)(
+        owner=user,
+        registered_model=model,
+        workdir="",
+        permission_policy="read-only",
+        effort="low",
+        mode="build",
+        tool_isolation="host",
+    )
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    return session, client
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[FakeProviderServer]:
     fake = FakeProviderServer(responder=_answer).start_in_thread()
@@ -86,19 +103,8 @@ async def test_a_plain_turn_runs_a_bounded_number_of_statements_on_kept_connecti
     at most ``TURN_STATEMENTS``, and the database thread's connection is kept for the next hop
     (never scheduled to close: ``CONN_MAX_AGE=None``; the test database lives in memory, where
     Django never closes one, so the schedule is what can be seen here)."""
-    model = await scripted_model(server)
-    session = await sync_to_async(services.session_create)(
-        owner=user,
-        registered_model=model,
-        workdir="",
-        permission_policy="read-only",
-        effort="low",
-        mode="build",
-        tool_isolation="host",
-    )
+    session, client = await _session_and_login(user, server)
     sid = str(session.pk)
-    client = AsyncClient()
-    await sync_to_async(client.force_login)(user)
     assert (await client.get(reverse("studio:session_detail", args=[sid]))).status_code == 200
     prompt = reverse("studio:session_prompt", args=[sid])
     for turn in ("first", "second"):
@@ -146,19 +152,8 @@ async def test_a_turns_writes_and_model_reads_compile_no_orm_statement(
     than the rest of the turn's bookkeeping together; so are the enabled models the prompt
     checks, the model choices the controls show and the view's row the POST and the pushes
     read (with its model, owner and main session)."""
-    model = await scripted_model(server)
-    session = await sync_to_async(services.session_create)(
-        owner=user,
-        registered_model=model,
-        workdir="",
-        permission_policy="read-only",
-        effort="low",
-        mode="build",
-        tool_isolation="host",
-    )
+    session, client = await _session_and_login(user, server)
     sid = str(session.pk)
-    client = AsyncClient()
-    await sync_to_async(client.force_login)(user)
     assert (await client.get(reverse("studio:session_detail", args=[sid]))).status_code == 200
     prompt = reverse("studio:session_prompt", args=[sid])
     before = len(compiled)
@@ -183,20 +178,9 @@ async def test_a_page_and_its_host_opening_compile_no_orm_statement_of_studios(
     session) once, after the host opened the session — so it shows the status and totals the
     opening reconciled — in one plain statement: the page's contexts compile no ORM query (they
     re-read the row with ``refresh_from_db`` and then its model and owner one query each)."""
-    model = await scripted_model(server)
-    session = await sync_to_async(services.session_create)(
-        owner=user,
-        registered_model=model,
-        workdir="",
-        permission_policy="read-only",
-        effort="low",
-        mode="build",
-        tool_isolation="host",
-    )
-    client = AsyncClient()
-    await sync_to_async(client.force_login)(user)
+    session, client = await _session_and_login(user, server)
     before = len(compiled)
     page = await client.get(reverse("studio:session_detail", args=[str(session.pk)]))
-    assert page.status_code == 200 and model.name in page.content.decode()
+    assert page.status_code == 200 and session.registered_model.name in page.content.decode()
     # Only the login's session and user (Django's own middlewares) are left.
     assert sorted(compiled[before:]) == ["middleware.py:__call__", "middleware.py:__call__"]
