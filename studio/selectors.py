@@ -114,23 +114,15 @@ def model_choices(model: RegisteredModel) -> list[RegisteredModel]:
     One plain statement (``studio.sql``): the controls re-render this at every turn's start."""
     if model.is_demo:
         return [model]
-    fields = [f for f in RegisteredModel._meta.concrete_fields]
-    columns = ", ".join(sql.column(RegisteredModel, f.name) for f in fields)
-    statement = (
-        f"SELECT {columns} FROM {sql.table(RegisteredModel)} WHERE {sql.column(RegisteredModel, 'enabled')} = %s"
-        f" AND {sql.column(RegisteredModel, 'provider')} = %s AND {sql.column(RegisteredModel, 'base_url')} = %s"
-        f" AND {sql.column(RegisteredModel, 'api_kind')} = %s AND {sql.column(RegisteredModel, 'model_id')} <> %s"
-        f" ORDER BY {sql.column(RegisteredModel, 'name')}"
+    same = sql.rows(
+        RegisteredModel,
+        ("name",),
+        enabled=True,
+        provider=model.provider,
+        base_url=model.base_url,
+        api_kind=model.api_kind,
     )
-    params = [
-        sql.param(RegisteredModel, "enabled", True),
-        model.provider,
-        model.base_url,
-        model.api_kind,
-        "",
-    ]
-    rows = sql.fetch(statement, params, [(RegisteredModel, f.name) for f in fields])
-    same = [RegisteredModel.from_db(sql.ALIAS, [f.attname for f in fields], row) for row in rows]
+    same = [m for m in same if m.model_id != ""]
     key = _readable_key(model)
     return [m for m in same if m.pk == model.pk or (key is not None and _readable_key(m) == key)]
 
