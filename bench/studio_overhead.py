@@ -258,8 +258,9 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
 
 
 def _text(node: Any) -> str:
-    """The text of an element tree (tags dropped), so a marker split across elements still reads whole."""
-    return "".join(c if isinstance(c, str) else _text(c) for c in node.children)
+    """The text of an element tree as shown (tags dropped), so a marker split across elements
+    still reads whole; a ``<template>`` is not shown (a settled answer's copy source is one)."""
+    return "".join(c if isinstance(c, str) else _text(c) for c in node.children if getattr(c, "tag", "") != "template")
 
 
 def page_check(w: Watch, tokens: int) -> tuple[int, int, int]:

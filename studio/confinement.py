@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from studio import sql
 from studio.models import RegisteredModel, StudioSession, ToolIsolation
 
 if TYPE_CHECKING:
@@ -74,6 +76,24 @@ def isolation_for_new_session(owner: Any, model: RegisteredModel, chosen: str = 
     return str(ToolIsolation.HOST if getattr(owner, "is_staff", False) else ToolIsolation.SANDBOX)
 
 
+class OwnedWorkspaces:
+    """The names of one person's workspaces (``<base>/<session id>``), as a container: ``name in
+    it`` reads that one session's row (one plain statement), not every session the person made —
+    it is asked at every page open and Records render."""
+
+    def __init__(self, owner_id: int) -> None:
+        self.owner_id = owner_id
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            pk = uuid.UUID(str(name))
+        except ValueError:
+            return False
+        if str(pk) != name:
+            return False  # a workspace is named by the id exactly as Studio writes it
+        return sql.exists(StudioSession, id=pk, owner=self.owner_id)
+
+
 def confinement_of(session: StudioSession) -> ToolConfinement:
     """The confinement of ``session``'s store (its main session decides) as it runs now."""
     from studio.workspaces import workdir_problem
@@ -82,8 +102,7 @@ def confinement_of(session: StudioSession) -> ToolConfinement:
     policy = str(root.permission_policy)
     if root.tool_isolation == ToolIsolation.HOST:
         return ToolConfinement("host", policy, "Tools run on the Studio server, as the Studio process.")
-    own = {str(pk) for pk in StudioSession.objects.filter(owner_id=root.owner_id).values_list("pk", flat=True)}
-    problem = workdir_problem(_real(root.workdir), own, confined=True)
+    problem = workdir_problem(_real(root.workdir), OwnedWorkspaces(root.owner_id), confined=True)
     if problem is not None:
         summary = f"This session's working directory cannot be used any more: {problem} Start a new session."
         return ToolConfinement("refused", policy, summary)

@@ -354,8 +354,9 @@ def base_context(session: StudioSession, state: HostState) -> dict[str, Any]:
 
 
 def session_page_context(session: StudioSession, state: HostState) -> dict[str, Any]:
-    """Everything the page shows: the full page and a watcher's full re-render."""
-    session.refresh_from_db()
+    """Everything the page shows: the full page and a watcher's full re-render. ``session`` is
+    the view's row read after ``state`` (``selectors.session_view``: the status and totals the
+    host's opening reconciled, with the rows the page shows loaded)."""
     context = base_context(session, state)
     pending = pending_context(session, state)
     conversation = conversation_context(session, state)

@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Case, Count, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, Count, QuerySet, Sum, Value, When
 from django.http import Http404
 
 from studio import sql
@@ -37,16 +37,17 @@ def session_for_user(user: Any, session_id: Any) -> StudioSession:
     if not user.is_authenticated:
         raise Http404("No such session.")
     try:
-        return StudioSession.objects.select_related("registered_model", "owner", "root").get(
-            pk=session_id, owner_id=user.pk
-        )
-    except (StudioSession.DoesNotExist, ValueError, TypeError, ValidationError) as exc:
+        session = sql.one(StudioSession, ("registered_model", "owner", "root"), id=session_id, owner=user.pk)
+    except (ValueError, TypeError, ValidationError) as exc:
         raise Http404("No such session.") from exc
+    if session is None:
+        raise Http404("No such session.")
+    return session
 
 
 def user_owns_session(user_id: int, session_id: str) -> bool:
     try:
-        return StudioSession.objects.filter(pk=session_id, owner_id=user_id).exists()
+        return sql.exists(StudioSession, id=session_id, owner=user_id)  # every socket asks: plain
     except Exception:  # a malformed id is simply not owned
         return False
 
@@ -59,8 +60,14 @@ def root_of(session_id: str) -> str:
 
 def views_of(root_id: str) -> list[tuple[str, int, str]]:
     """Every view of a store: (session id, target id, kind), the main session first."""
-    rows = StudioSession.objects.filter(Q(pk=root_id) | Q(root_id=root_id)).values_list("pk", "target_id", "kind")
-    return [(str(pk), int(target), str(kind)) for pk, target, kind in rows]
+    c = {name: sql.column(StudioSession, name) for name in ("id", "root", "target_id", "kind", "last_activity")}
+    statement = (
+        f"SELECT {c['id']}, {c['target_id']}, {c['kind']} FROM {sql.table(StudioSession)}"
+        f" WHERE {c['id']} = %s OR {c['root']} = %s ORDER BY {c['last_activity']} DESC"  # the model's ordering
+    )
+    key = sql.param(StudioSession, "id", root_id)
+    fields = [(StudioSession, "id"), (StudioSession, "target_id"), (StudioSession, "kind")]
+    return [(str(pk), int(target), str(kind)) for pk, target, kind in sql.fetch(statement, [key, key], fields)]
 
 
 def view_for_target(root: StudioSession, target_id: int) -> StudioSession | None:
@@ -102,12 +109,22 @@ def model_choices(model: RegisteredModel) -> list[RegisteredModel]:
     """Models a session on ``model`` can switch to with ``configure``: same provider, endpoint,
     API kind and key — the runtime's credentials — so a switch never sends a key elsewhere.
     Keys are compared decrypted (each is encrypted with its own IV); one that cannot be read
-    is never a match."""
+    is never a match. Enabled ones only, by name (as ``registered_models`` orders them).
+
+    One plain statement (``studio.sql``): the controls re-render this at every turn's start."""
     if model.is_demo:
         return [model]
-    same = registered_models().filter(provider=model.provider, base_url=model.base_url, api_kind=model.api_kind)
+    same = sql.rows(
+        RegisteredModel,
+        ("name",),
+        enabled=True,
+        provider=model.provider,
+        base_url=model.base_url,
+        api_kind=model.api_kind,
+    )
+    same = [m for m in same if m.model_id != ""]
     key = _readable_key(model)
-    return [m for m in same.exclude(model_id="") if m.pk == model.pk or (key is not None and _readable_key(m) == key)]
+    return [m for m in same if m.pk == model.pk or (key is not None and _readable_key(m) == key)]
 
 
 def _readable_key(model: RegisteredModel) -> str | None:
@@ -129,8 +146,12 @@ def enabled_model_rows() -> tuple[tuple[Any, ...], ...]:
     """What every model table depends on — each enabled model's identity, endpoint, key (as
     stored) and attributes — as plain values in one read: the host compares it before each
     prompt and builds a table again (model instances, decrypted keys) only when it changed."""
-    fields = ("pk", "provider", "model_id", "base_url", "api_kind", "api_key", "attributes")
-    return tuple(RegisteredModel.objects.filter(enabled=True).order_by("pk").values_list(*fields))
+    fields = ("id", "provider", "model_id", "base_url", "api_kind", "api_key", "attributes")
+    columns = ", ".join(sql.column(RegisteredModel, name) for name in fields)
+    enabled, pk = sql.column(RegisteredModel, "enabled"), sql.column(RegisteredModel, "id")
+    statement = f"SELECT {columns} FROM {sql.table(RegisteredModel)} WHERE {enabled} = %s ORDER BY {pk}"
+    rows = sql.fetch(statement, [sql.param(RegisteredModel, "enabled", True)], [(RegisteredModel, n) for n in fields])
+    return tuple(rows)  # one plain statement: read before every prompt
 
 
 def session_model_table(root_id: str) -> dict[str, Any]:
@@ -146,7 +167,7 @@ def session_config(session_id: str) -> SessionConfig:
     from studio.confinement import confinement_of
     from studio.credentials import CredentialsError
 
-    session = StudioSession.objects.select_related("registered_model", "root__registered_model").get(pk=session_id)
+    session = _view_row(session_id, ("registered_model", "root__registered_model"))
     root = session.root or session
     model = root.registered_model
     confinement = confinement_of(root)
@@ -177,14 +198,21 @@ def session_config(session_id: str) -> SessionConfig:
 
 def session_view(session_id: str) -> StudioSession:
     """A view's row with everything its page reads (model, owner, the main session's)."""
-    return StudioSession.objects.select_related(
-        "registered_model", "owner", "root__registered_model", "root__owner"
-    ).get(pk=session_id)
+    return _view_row(session_id, ("registered_model", "owner", "root__registered_model", "root__owner"))
+
+
+def _view_row(session_id: str, related: tuple[str, ...]) -> StudioSession:
+    """A view's row with ``related`` loaded, in one plain statement (``studio.sql.one``: every
+    page, prompt and push reads it); ``StudioSession.DoesNotExist`` as the ORM's ``get``."""
+    session = sql.one(StudioSession, related, id=session_id)
+    if session is None:
+        raise StudioSession.DoesNotExist(f"No session {session_id}.")
+    return session
 
 
 def approvals_of(session: StudioSession) -> list[Approval]:
     """The view's plan reviews, oldest first."""
-    return list(Approval.objects.filter(session=session).order_by("created_at", "id"))
+    return sql.rows(Approval, ("created_at", "id"), session=session.pk)  # the Plan tab, every full render
 
 
 def _run_dict(run: Run) -> dict[str, Any]:

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
-from django.db.models import Case, F, Q, Sum, Value, When
-from django.db.models.functions import Greatest
+from django.db import transaction
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from agentcore.demo import seed_demo_workspace
 from agentcore.events import ToolEvent
+from studio import sql
 from studio.confinement import isolation_for_new_session
 from studio.host.live import clip
 from studio.models import (
@@ -123,14 +123,20 @@ class SessionRows:
     """The changes a batch of the host's writes makes to session rows, written as one ``UPDATE``
     per session (``write``) instead of one per change: a turn's start, its usage, its end and the
     sessions list's status each touched the same row with a statement of their own, and each ORM
-    statement costs far more CPU to build than to run."""
+    statement costs far more CPU to build than to run — so the one left is a plain statement
+    (``studio.sql.Update``)."""
 
     def __init__(self) -> None:
         self._fields: dict[str, dict[str, Any]] = {}
         self._added: dict[str, dict[str, Any]] = {}
+        self._if_empty: dict[str, dict[str, str]] = {}
+        self._at_least: dict[str, dict[str, int]] = {}
 
     def set(self, session_id: str, **fields: Any) -> None:
         self._fields.setdefault(str(session_id), {}).update(fields)
+        for name in fields:
+            self._if_empty.get(str(session_id), {}).pop(name, None)
+            self._at_least.get(str(session_id), {}).pop(name, None)
 
     def add(self, session_id: str, **deltas: Any) -> None:
         """Add to counters (the row's value plus ``delta``, computed by the database)."""
@@ -139,18 +145,30 @@ class SessionRows:
             added[name] = added.get(name, 0) + delta
 
     def title_if_empty(self, session_id: str, title: str) -> None:
-        self.set(session_id, title=Case(When(title="", then=Value(title)), default=F("title")))
+        self._fields.get(str(session_id), {}).pop("title", None)
+        self._if_empty.setdefault(str(session_id), {})["title"] = title
 
     def ledger_at_least(self, session_id: str, pos: int) -> None:
-        self.set(session_id, ledger_pos=Greatest(F("ledger_pos"), Value(pos)))
+        self._fields.get(str(session_id), {}).pop("ledger_pos", None)
+        at_least = self._at_least.setdefault(str(session_id), {})
+        at_least["ledger_pos"] = max(pos, at_least.get("ledger_pos", pos))
 
     def write(self) -> None:
-        for session_id in {*self._fields, *self._added}:
-            fields = dict(self._fields.get(session_id, {}))
-            fields.update({name: F(name) + delta for name, delta in self._added.get(session_id, {}).items()})
-            StudioSession.objects.filter(pk=session_id).update(**fields)
+        for session_id in {*self._fields, *self._added, *self._if_empty, *self._at_least}:
+            update = sql.Update(StudioSession, id=session_id)
+            for name, value in self._fields.get(session_id, {}).items():
+                update.set(name, value)
+            for name, delta in self._added.get(session_id, {}).items():
+                update.add(name, delta)
+            for name, text in self._if_empty.get(session_id, {}).items():
+                update.set_if_empty(name, text)
+            for name, pos in self._at_least.get(session_id, {}).items():
+                update.at_least(name, pos)
+            update.run()
         self._fields.clear()
         self._added.clear()
+        self._if_empty.clear()
+        self._at_least.clear()
 
 
 def run_submitted(
@@ -172,14 +190,17 @@ def run_submitted(
     own = rows is None
     rows = rows or SessionRows()
     with transaction.atomic(savepoint=False):
-        Run.objects.create(
-            session_id=session_id,
-            request_id=request_id,
-            prompt=prompt,
-            agent=agent or Mode.BUILD,
-            effort=effort or "",
-            status=status,
-            mode=mode if mode in ("follow_up", "steer") else "",
+        sql.insert(
+            Run,
+            {
+                "session_id": session_id,
+                "request_id": request_id,
+                "prompt": prompt,
+                "agent": agent or Mode.BUILD,
+                "effort": effort or "",
+                "status": status,
+                "mode": mode if mode in ("follow_up", "steer") else "",
+            },
         )
         rows.set(session_id, last_activity=timezone.now())
         if status == str(RunStatus.RUNNING):
@@ -248,8 +269,11 @@ def run_end(
     rows = rows or SessionRows()
     ended = {"status": status, "error_code": error_code, "error": error[:5000], "pending": pending, "ended_at": now}
     with transaction.atomic(savepoint=False):
-        if not Run.objects.filter(session_id=session_id, request_id=request_id).update(**ended):
-            Run.objects.create(session_id=session_id, request_id=request_id, prompt=prompt, **ended)
+        update = sql.Update(Run, session_id=session_id, request_id=request_id)
+        for name, value in ended.items():
+            update.set(name, value)
+        if not update.run():
+            sql.insert(Run, {"session_id": session_id, "request_id": request_id, "prompt": prompt, **ended})
         if status == str(RunStatus.ABORTED):
             ToolCall.objects.filter(request_id=request_id, status="running").update(status="interrupted")
         if pending and pending.get("kind") == "plan" and pending.get("approval_id"):
@@ -263,18 +287,29 @@ def run_end(
             rows.write()
 
 
+def _open_runs(view_ids: list[str], statuses: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    """(session id, request id) of the views' runs in ``statuses``: one plain statement (read
+    at every store's opening)."""
+    if not view_ids:
+        return []
+    c = {name: sql.column(Run, name) for name in ("session", "request_id", "status")}
+    ids = ", ".join(["%s"] * len(view_ids))
+    wanted = ", ".join(["%s"] * len(statuses))
+    statement = (
+        f"SELECT {c['session']}, {c['request_id']} FROM {sql.table(Run)}"
+        f" WHERE {c['session']} IN ({ids}) AND {c['status']} IN ({wanted})"
+    )
+    params = [sql.param(Run, "session", v) for v in view_ids] + [str(s) for s in statuses]
+    return sql.fetch(statement, params, [(Run, "session"), (Run, "request_id")])
+
+
 def runs_reconcile(views: dict[int, str], turns: list[dict[str, Any]]) -> int:
     """Studio's turn rows follow the store: a turn Studio still shows as running (or queued)
     that the store finished while no host watched — the process died before the end event
     reached Studio — takes the store's outcome. Returns the rows changed. (One query when, as
     usually, nothing is open.)"""
-    open_statuses = (RunStatus.RUNNING, RunStatus.QUEUED)
-    open_runs = {
-        (str(session_id), request_id)
-        for session_id, request_id in Run.objects.filter(
-            session_id__in=list(views.values()), status__in=open_statuses
-        ).values_list("session_id", "request_id")
-    }
+    read = _open_runs(list(views.values()), (str(RunStatus.RUNNING), str(RunStatus.QUEUED)))
+    open_runs = {(str(session_id), request_id) for session_id, request_id in read}
     changed = 0
     for turn in turns:
         status = str(turn.get("status"))
@@ -403,20 +438,18 @@ def record_usage(
     cost = _usd(usage.get("cost"))
     detail = usage.get("cost_detail") or {}
     class_costs = {f"cost_{k}": _usd(detail.get(k)) for k in ("input", "output", "cache_read", "cache_write")}
-    try:
-        with transaction.atomic():
-            UsageRecord.objects.create(
-                session_id=session_id,
-                record_id=str(usage["record_id"]),
-                request_id=request_id,
-                target_id=target_id,
-                model=str(usage.get("model") or ""),
-                at=timezone.now(),
-                cost=cost,
-                **class_costs,
-                **values,
-            )
-    except IntegrityError:
+    record = {
+        "session_id": session_id,
+        "record_id": str(usage["record_id"]),
+        "request_id": request_id,
+        "target_id": target_id,
+        "model": str(usage.get("model") or ""),
+        "at": timezone.now(),
+        "cost": cost,
+        **class_costs,
+        **values,
+    }
+    if not sql.insert(UsageRecord, record, ignore_conflict=True):
         return False  # already recorded: a replayed report must not count twice
     if target_id == 0:  # the main conversation's totals grow live; views are summed per turn
         own = rows is None
@@ -507,7 +540,10 @@ def _ledger_time(payload: dict[str, Any]) -> datetime:
 
 def ledger_position(session_id: str) -> int:
     """Where the store's ledger was last reconciled for this session (see ``usage_sync``)."""
-    return int(StudioSession.objects.filter(pk=session_id).values_list("ledger_pos", flat=True).first() or 0)
+    pos, key = sql.column(StudioSession, "ledger_pos"), sql.column(StudioSession, "id")
+    statement = f"SELECT {pos} FROM {sql.table(StudioSession)} WHERE {key} = %s"
+    read = sql.fetch(statement, [sql.param(StudioSession, "id", session_id)], [(StudioSession, "ledger_pos")])
+    return int(read[0][0] or 0) if read else 0  # a plain statement: read at every store's opening
 
 
 def _request_of(record_id: str) -> str:

@@ -77,6 +77,8 @@ async def _state(session: StudioSession) -> tuple[HostState, str]:
 async def session_detail(request: HttpRequest, session_id: Any) -> HttpResponse:
     session = await _owned_session(request, session_id)
     state, host_error = await _state(session)
+    # The row again, as opening the session in the host left it (its status, reconciled totals).
+    session = await sync_to_async(selectors.session_view)(str(session.pk))
     context = await sync_to_async(pages.session_page_context)(session, state)
     context.update(
         {

@@ -22,7 +22,7 @@ message for the form's *Working directory* field.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from pathlib import Path
 
 from django.conf import settings
@@ -96,7 +96,7 @@ def resolve_workdir(raw: str, session_id: str, *, owner_sessions: Iterable[str],
     return str(resolved)
 
 
-def workdir_problem(path: Path, own_sessions: set[str], *, confined: bool) -> str | None:
+def workdir_problem(path: Path, own_sessions: Container[str], *, confined: bool) -> str | None:
     """Why ``path`` (a real path) is not a workdir for a person owning ``own_sessions``, or None.
 
     Every session keeps to its person's own workspaces under the base. A confined session also

@@ -193,3 +193,30 @@ def test_the_sandbox_settings_hide_studios_data_and_are_checked(settings: Any, s
     settings.STUDIO_SANDBOX, settings.STUDIO_SANDBOX_NETWORK = "bwrap", "yes"
     with pytest.raises(ImproperlyConfigured, match="STUDIO_SANDBOX_NETWORK must be a boolean"):
         configured_sandbox()
+
+
+@pytest.mark.django_db
+def test_a_sandboxed_sessions_confinement_reads_one_row_however_many_sessions_its_owner_has(
+    user: Any, demo_model: Any, other_user: Any
+) -> None:
+    """W15 (issue 25): checking that a confined session's workspace is still its owner's reads
+    whether the workspace's own session is one of theirs — one row — instead of every session
+    the person ever made (each page open and each Records render paid for all of them); a
+    workspace of another person's session is still refused."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from studio.confinement import confinement_of
+
+    session = _new(user, demo_model)
+    for _ in range(30):
+        _new(user, demo_model)
+    with CaptureQueriesContext(connection) as queries:
+        assert confinement_of(session).mode != "refused"
+    reads = [q["sql"] for q in queries.captured_queries if "studio_studiosession" in q["sql"]]
+    assert len(reads) == 1 and session.pk.hex in reads[0], reads
+    theirs = _new(other_user, demo_model)
+    StudioSession.objects.filter(pk=session.pk).update(workdir=theirs.workdir)
+    session.refresh_from_db()
+    assert confinement_of(session).mode == "refused"
+    assert "is not a workspace of one of your sessions" in confinement_of(session).summary

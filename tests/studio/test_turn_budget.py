@@ -11,7 +11,9 @@ cost, counted over every thread.
 from __future__ import annotations
 
 import re
+import traceback
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,12 +32,12 @@ from tests.studio.fakes import scripted_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-#: Statements a plain turn may run, all threads together (``BEGIN`` and the savepoint around the
-#: usage insert — a replayed report must not count twice — included): the session and its user,
+#: Statements a plain turn may run, all threads together (``BEGIN`` included; the usage insert
+#: skips a replayed report with ``ON CONFLICT DO NOTHING``, no savepoint): the session and its user,
 #: the owned session, the model table's check, the turn's row and the session's (one
 #: transaction), the usage record and totals (one), the Usage tab's two reads, the turn's end and
-#: the session's row (one), the notices of the settled turns. Before issue 25's second round: 26.
-TURN_STATEMENTS = 18
+#: the session's row (one), the notices of the settled turns. Before issue 25's second round: 26; third: 18.
+TURN_STATEMENTS = 16
 
 
 class Statements:
@@ -70,6 +72,23 @@ def _answer(request: RecordedRequest) -> list[Step]:
     return [Text("", chunks=["One", " two", " three."]), Usage(input=20, output=3), Stop("stop")]
 
 
+async def _session_and_login(user: Any, server: FakeProviderServer) -> tuple[Any, AsyncClient]:
+    """A plain session of ``user`` on the scripted model, and a client logged in as them."""
+    model = await scripted_model(server)
+    session = await sync_to_async(services.session_create)(
+        owner=user,
+        registered_model=model,
+        workdir="",
+        permission_policy="read-only",
+        effort="low",
+        mode="build",
+        tool_isolation="host",
+    )
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    return session, client
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[FakeProviderServer]:
     fake = FakeProviderServer(responder=_answer).start_in_thread()
@@ -84,19 +103,8 @@ async def test_a_plain_turn_runs_a_bounded_number_of_statements_on_kept_connecti
     at most ``TURN_STATEMENTS``, and the database thread's connection is kept for the next hop
     (never scheduled to close: ``CONN_MAX_AGE=None``; the test database lives in memory, where
     Django never closes one, so the schedule is what can be seen here)."""
-    model = await scripted_model(server)
-    session = await sync_to_async(services.session_create)(
-        owner=user,
-        registered_model=model,
-        workdir="",
-        permission_policy="read-only",
-        effort="low",
-        mode="build",
-        tool_isolation="host",
-    )
+    session, client = await _session_and_login(user, server)
     sid = str(session.pk)
-    client = AsyncClient()
-    await sync_to_async(client.force_login)(user)
     assert (await client.get(reverse("studio:session_detail", args=[sid]))).status_code == 200
     prompt = reverse("studio:session_prompt", args=[sid])
     for turn in ("first", "second"):
@@ -109,3 +117,70 @@ async def test_a_plain_turn_runs_a_bounded_number_of_statements_on_kept_connecti
     assert await database_sync_to_async(lambda: connection.close_at)() is None
     ran = statements.sql[before:]
     assert len(ran) <= TURN_STATEMENTS, "\n".join(ran)
+
+
+@pytest.fixture
+def compiled(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The Studio function (``file:function``) behind every statement Django's ORM compiled, in
+    any thread: what is left of a turn's CPU in Studio is mostly building such statements."""
+    from django.db.models.sql import compiler
+
+    seen: list[str] = []
+
+    def wrap(cls: Any) -> None:
+        original = cls.as_sql
+
+        def as_sql(self: Any, *args: Any, **kwargs: Any) -> Any:
+            stack = traceback.extract_stack(limit=40)
+            callers = [f for f in stack if "/studio/" in f.filename and "/tests/" not in f.filename]
+            seen.append(f"{Path(callers[-1].filename).name}:{callers[-1].name}" if callers else "?")
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "as_sql", as_sql)
+
+    for cls in (compiler.SQLCompiler, compiler.SQLInsertCompiler, compiler.SQLUpdateCompiler):
+        wrap(cls)
+    yield seen
+
+
+async def test_a_turns_writes_and_model_reads_compile_no_orm_statement(
+    user: Any, host: SessionHost, server: FakeProviderServer, compiled: list[str]
+) -> None:
+    """W1/W2 (issue 25): the rows a turn writes — its run row at the prompt, its usage record,
+    its end, the session row's status, activity, title and totals — are prepared plain
+    statements (``studio.sql``): the host's effects build no ORM query, which cost more CPU
+    than the rest of the turn's bookkeeping together; so are the enabled models the prompt
+    checks, the model choices the controls show and the view's row the POST and the pushes
+    read (with its model, owner and main session)."""
+    session, client = await _session_and_login(user, server)
+    sid = str(session.pk)
+    assert (await client.get(reverse("studio:session_detail", args=[sid]))).status_code == 200
+    prompt = reverse("studio:session_prompt", args=[sid])
+    before = len(compiled)
+    response = await client.post(prompt, {"prompt": "the turn", "agent": "build"}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    await host.wait_idle(sid)
+    writes = [c for c in compiled[before:] if c.split(":")[0] in ("effects.py", "services.py")]
+    assert writes == []
+    # What is left: the login's session and user (Django's own middlewares).
+    assert sorted(compiled[before:]) == ["middleware.py:__call__", "middleware.py:__call__"]
+    run = await sync_to_async(lambda: session.runs.get())()
+    assert (run.status, run.prompt) == ("completed", "the turn")
+    await sync_to_async(session.refresh_from_db)()
+    assert (session.title, session.status, session.input_tokens, session.output_tokens) == ("the turn", "idle", 20, 3)
+    assert await sync_to_async(lambda: session.usage_records.count())() == 1
+
+
+async def test_a_page_and_its_host_opening_compile_no_orm_statement_of_studios(
+    user: Any, host: SessionHost, server: FakeProviderServer, compiled: list[str]
+) -> None:
+    """W1 (issue 25): the page's GET reads the view's row (with its model, owner and main
+    session) once, after the host opened the session — so it shows the status and totals the
+    opening reconciled — in one plain statement: the page's contexts compile no ORM query (they
+    re-read the row with ``refresh_from_db`` and then its model and owner one query each)."""
+    session, client = await _session_and_login(user, server)
+    before = len(compiled)
+    page = await client.get(reverse("studio:session_detail", args=[str(session.pk)]))
+    assert page.status_code == 200 and session.registered_model.name in page.content.decode()
+    # Only the login's session and user (Django's own middlewares) are left.
+    assert sorted(compiled[before:]) == ["middleware.py:__call__", "middleware.py:__call__"]
