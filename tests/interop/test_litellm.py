@@ -85,11 +85,12 @@ async def test_streams_runs_a_tool_and_completes_with_exact_usage(
     upstream reported (input counted whole: uncached + cache reads + cache writes)."""
     fake.enqueue(
         [
-            Text("Let me read the readme first.", chunk_size=6),
+            # Paced beyond agentcore's 20 ms stream window, whose deltas are one event per window.
+            Text("Let me read the readme first.", chunk_size=6, pace_s=0.03),
             ToolCall("read", {"path": "README.md"}),
             Usage(input=120, output=14),
         ],
-        [Text("It is a demo project for the gateway test.", chunk_size=6), Usage(input=190, output=11)],
+        [Text("It is a demo project for the gateway test.", chunk_size=6, pace_s=0.03), Usage(input=190, output=11)],
     )
     agent = await agent_for(litellm, api_kind, route, workspace)
     events = await run(agent, "What is in the readme?")
