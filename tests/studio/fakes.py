@@ -15,6 +15,9 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+
 from agentcore.demo import _conversation, _tool_names, _usage, demo_responder
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import HttpError, Step, Stop, Text, ToolCall
@@ -85,6 +88,28 @@ def gated_factory(server: FakeProviderServer, gate: Gate) -> Callable[[Any], Any
         return await agentcore_runtime_factory(config, extra_tools=[gate.tool()])
 
     return factory
+
+
+async def scripted_session(
+    user: Any, server: FakeProviderServer, *, workdir: str = "", permission_policy: str = "read-only"
+) -> tuple[Any, AsyncClient]:
+    """A session of ``user`` on the scripted model (its tools on this machine), and a client
+    logged in as them."""
+    from studio import services
+
+    model = await scripted_model(server)
+    session = await sync_to_async(services.session_create)(
+        owner=user,
+        registered_model=model,
+        workdir=workdir,
+        permission_policy=permission_policy,
+        effort="low",
+        mode="build",
+        tool_isolation="host",
+    )
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    return session, client
 
 
 async def scripted_model(server: FakeProviderServer, name: str = "Scripted", **fields: Any) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,10 +23,9 @@ from django.urls import reverse
 
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text, ToolCall, Usage
-from studio import services
 from studio.asgi import application
 from studio.host.session_host import SessionHost, set_session_host
-from tests.studio.fakes import Gate, gated_factory, scripted_model
+from tests.studio.fakes import Gate, gated_factory, scripted_session
 from tests.studio.oob import Node, apply, parse
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -110,52 +110,64 @@ def _walk(node: Node) -> Any:
             yield from _walk(child)
 
 
+@dataclass
+class PushedPage:
+    """A page as a browser holds it: its first render, then every push its socket received
+    applied to it (``tests/studio/oob.py``), to compare with a fresh render of the same page."""
+
+    host: SessionHost
+    sid: str
+    client: AsyncClient
+    page: Node
+    socket: WebsocketCommunicator
+    shown: int = 0
+
+    @classmethod
+    async def open(cls, host: SessionHost, user: Any, session: Any, client: AsyncClient) -> PushedPage:
+        sid = str(session.pk)
+        first = (await client.get(reverse("studio:session_detail", args=[sid]))).content.decode()
+        query = re.search(r'ws-connect="[^"?]*(\?[^"]*)"', first)
+        assert query is not None
+        cookie = (await sync_to_async(_cookie)(user)).encode()
+        headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookie)]
+        path = f"/ws/sessions/{sid}/{query.group(1).replace('&amp;', '&')}"
+        socket = WebsocketCommunicator(application, path, headers=headers)
+        assert (await socket.connect(timeout=10))[0]
+        opened = cls(host, sid, client, parse(first), socket)
+        apply(opened.page, await socket.receive_from(timeout=10))
+        _epoch, opened.shown, _term = await host.position(sid)
+        return opened
+
+    async def catch_up(self) -> None:
+        """Apply every push the host sent so far (one frame per push)."""
+        _epoch, seq, _term = await self.host.position(self.sid)
+        for _ in range(seq - self.shown):
+            apply(self.page, await self.socket.receive_from(timeout=10))
+        self.shown = seq
+
+    async def fresh(self) -> str:
+        """A reload's ``<main>``."""
+        url = reverse("studio:session_detail", args=[self.sid])
+        return _main(parse((await self.client.get(url)).content.decode()))
+
+
 async def test_pushes_applied_to_the_page_equal_a_fresh_page_after_every_turn(
     user: Any, tmp_path: Any, host: SessionHost, server: FakeProviderServer
 ) -> None:
     """W1/W2/W3: text, a tool call, a long Markdown answer and a queued follow-up: after each
     turn the page the pushes built is the page a reload shows."""
-    model = await scripted_model(server)
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "README.md").write_text("# hi\n")
-    session = await sync_to_async(services.session_create)(
-        owner=user,
-        registered_model=model,
-        workdir=str(workdir),
-        permission_policy="workspace",
-        effort="low",
-        mode="build",
-        tool_isolation="host",
-    )
+    session, client = await scripted_session(user, server, workdir=str(workdir), permission_policy="workspace")
     sid = str(session.pk)
-    client = AsyncClient()
-    await sync_to_async(client.force_login)(user)
-    url = reverse("studio:session_detail", args=[sid])
-    first = (await client.get(url)).content.decode()
-    page = parse(first)
-    query = re.search(r'ws-connect="[^"?]*(\?[^"]*)"', first)
-    assert query is not None
-    cookie = (await sync_to_async(_cookie)(user)).encode()
-    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookie)]
-    socket = WebsocketCommunicator(
-        application, f"/ws/sessions/{sid}/{query.group(1).replace('&amp;', '&')}", headers=headers
-    )
-    connected, _code = await socket.connect(timeout=10)
-    assert connected
-    apply(page, await socket.receive_from(timeout=10))
-    _epoch, shown, _term = await host.position(sid)
+    pushed = await PushedPage.open(host, user, session, client)
 
     async def settle() -> None:
-        """Wait until the host is idle, then apply every push it sent (one frame per push)."""
-        nonlocal shown
+        """Wait until the host is idle, then apply every push it sent."""
         await host.wait_idle(sid)
-        _epoch, seq, _term = await host.position(sid)
-        for _ in range(seq - shown):
-            apply(page, await socket.receive_from(timeout=10))
-        shown = seq
-        fresh = parse((await client.get(url)).content.decode())
-        patched, expected = _main(page), _main(fresh)
+        await pushed.catch_up()
+        patched, expected = _main(pushed.page), await pushed.fresh()
         assert patched == expected, _diff(patched, expected)
 
     await host.prompt(sid, prompt="hello", agent="build")
@@ -165,7 +177,7 @@ async def test_pushes_applied_to_the_page_equal_a_fresh_page_after_every_turn(
     await host.prompt(sid, prompt="a long answer please", agent="build")
     await host.prompt(sid, prompt="hello again", agent="build")  # queued behind the long one
     await settle()
-    await socket.disconnect()
+    await pushed.socket.disconnect()
 
 
 async def test_a_live_turn_patched_by_pushes_equals_a_fresh_page_while_it_runs(
@@ -179,49 +191,22 @@ async def test_a_live_turn_patched_by_pushes_equals_a_fresh_page_while_it_runs(
     host = SessionHost(runtime_factory=gated_factory(server, gate), flush_interval=0.01)
     set_session_host(host)
     try:
-        model = await scripted_model(server)
-        session = await sync_to_async(services.session_create)(
-            owner=user,
-            registered_model=model,
-            workdir="",
-            permission_policy="read-only",
-            effort="low",
-            mode="build",
-            tool_isolation="host",
-        )
+        session, client = await scripted_session(user, server)
         sid = str(session.pk)
-        client = AsyncClient()
-        await sync_to_async(client.force_login)(user)
-        url = reverse("studio:session_detail", args=[sid])
-        first = (await client.get(url)).content.decode()
-        page = parse(first)
-        query = re.search(r'ws-connect="[^"?]*(\?[^"]*)"', first)
-        assert query is not None
-        cookie = (await sync_to_async(_cookie)(user)).encode()
-        headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookie)]
-        path = f"/ws/sessions/{sid}/{query.group(1).replace('&amp;', '&')}"
-        socket = WebsocketCommunicator(application, path, headers=headers)
-        assert (await socket.connect(timeout=10))[0]
-        apply(page, await socket.receive_from(timeout=10))
-        _epoch, shown, _term = await host.position(sid)
+        pushed = await PushedPage.open(host, user, session, client)
         await host.prompt(sid, prompt="stream, then wait at the gate", agent="build")
         await asyncio.wait_for(gate.entered.wait(), 10)
         await host.wait_pushed(sid)
-        _epoch, seq, _term = await host.position(sid)
-        for _ in range(seq - shown):
-            apply(page, await socket.receive_from(timeout=10))
-        fresh = parse((await client.get(url)).content.decode())
-        patched, expected = _main(page), _main(fresh)
+        await pushed.catch_up()
+        patched, expected = _main(pushed.page), await pushed.fresh()
         assert "live-turn" in expected and "A long paragraph" in expected
         assert patched == expected, _diff(patched, expected)
         gate.release()
         await host.wait_idle(sid)
-        _epoch, done, _term = await host.position(sid)
-        for _ in range(done - seq):
-            apply(page, await socket.receive_from(timeout=10))
-        fresh = parse((await client.get(url)).content.decode())
-        assert _main(page) == _main(fresh), _diff(_main(page), _main(fresh))
-        await socket.disconnect()
+        await pushed.catch_up()
+        patched, expected = _main(pushed.page), await pushed.fresh()
+        assert patched == expected, _diff(patched, expected)
+        await pushed.socket.disconnect()
     finally:
         await host.close()
         set_session_host(None)

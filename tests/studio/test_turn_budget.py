@@ -21,14 +21,12 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
-from django.test import AsyncClient
 from django.urls import reverse
 
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text, Usage
-from studio import services
 from studio.host.session_host import SessionHost
-from tests.studio.fakes import scripted_model
+from tests.studio.fakes import scripted_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,23 +70,6 @@ def _answer(request: RecordedRequest) -> list[Step]:
     return [Text("", chunks=["One", " two", " three."]), Usage(input=20, output=3), Stop("stop")]
 
 
-async def _session_and_login(user: Any, server: FakeProviderServer) -> tuple[Any, AsyncClient]:
-    """A plain session of ``user`` on the scripted model, and a client logged in as them."""
-    model = await scripted_model(server)
-    session = await sync_to_async(services.session_create)(
-        owner=user,
-        registered_model=model,
-        workdir="",
-        permission_policy="read-only",
-        effort="low",
-        mode="build",
-        tool_isolation="host",
-    )
-    client = AsyncClient()
-    await sync_to_async(client.force_login)(user)
-    return session, client
-
-
 @pytest.fixture
 async def server() -> AsyncIterator[FakeProviderServer]:
     fake = FakeProviderServer(responder=_answer).start_in_thread()
@@ -103,7 +84,7 @@ async def test_a_plain_turn_runs_a_bounded_number_of_statements_on_kept_connecti
     at most ``TURN_STATEMENTS``, and the database thread's connection is kept for the next hop
     (never scheduled to close: ``CONN_MAX_AGE=None``; the test database lives in memory, where
     Django never closes one, so the schedule is what can be seen here)."""
-    session, client = await _session_and_login(user, server)
+    session, client = await scripted_session(user, server)
     sid = str(session.pk)
     assert (await client.get(reverse("studio:session_detail", args=[sid]))).status_code == 200
     prompt = reverse("studio:session_prompt", args=[sid])
@@ -152,7 +133,7 @@ async def test_a_turns_writes_and_model_reads_compile_no_orm_statement(
     than the rest of the turn's bookkeeping together; so are the enabled models the prompt
     checks, the model choices the controls show and the view's row the POST and the pushes
     read (with its model, owner and main session)."""
-    session, client = await _session_and_login(user, server)
+    session, client = await scripted_session(user, server)
     sid = str(session.pk)
     assert (await client.get(reverse("studio:session_detail", args=[sid]))).status_code == 200
     prompt = reverse("studio:session_prompt", args=[sid])
@@ -178,7 +159,7 @@ async def test_a_page_and_its_host_opening_compile_no_orm_statement_of_studios(
     session) once, after the host opened the session — so it shows the status and totals the
     opening reconciled — in one plain statement: the page's contexts compile no ORM query (they
     re-read the row with ``refresh_from_db`` and then its model and owner one query each)."""
-    session, client = await _session_and_login(user, server)
+    session, client = await scripted_session(user, server)
     before = len(compiled)
     page = await client.get(reverse("studio:session_detail", args=[str(session.pk)]))
     assert page.status_code == 200 and session.registered_model.name in page.content.decode()
