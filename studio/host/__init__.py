@@ -8,9 +8,11 @@ test_import_graph.py`` fails on any circle):
 ``live``       the in-progress turn of each conversation, keyed by the runtime's ``request_id``
 ``state``      one open store: its runtime, views and what each view must re-render
 ``fold``       the one pure fold from agentcore's typed events to state changes and effects
+``stream_windows`` how wide the runtimes' stream windows are for the turns streaming at once
 ``effects``    the effects that write Studio's tables (through ``studio.services``)
 ``publisher``  rendering the changed regions (``studio.pages``) and sending them to the watchers
 ``factory``    opening a runtime for a store
+``commands``   sending a session command to an open store's runtime, reading its transcript
 ``session_host`` the host itself: commands, the lease task that drives a runtime, opening/closing
 ``leases``     worker mode: which live worker holds which session (database leases)
 ``routing``    reaching the host: in this process, or in the worker that holds the session

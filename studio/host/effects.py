@@ -176,6 +176,16 @@ async def _read_ledger(hs: HostedSession) -> list[Any]:
     return list(await read(hs.ledger_pos))
 
 
+async def follow_store(hs: HostedSession) -> None:
+    """Studio's rows follow what the store did while no host of this process watched it (turns
+    a dead process left open, usage it did not copy), as the host opens the store."""
+    views = {target: view.view_id for target, view in hs.views.items()}
+    turns = (hs.snapshot_data or {}).get("turns") or []
+    await database_sync_to_async(services.runs_reconcile)(views, turns)
+    hs.ledger_pos = await database_sync_to_async(services.ledger_position)(hs.root_id)
+    await sync_usage(hs)
+
+
 async def sync_usage(hs: HostedSession) -> None:
     """Reconcile Studio's usage with the store's ledger (see ``studio.ledger``) on its own (when
     a store is opened)."""

@@ -19,13 +19,10 @@ forks and subagents. Each is shown as its own page (a ``StudioSession`` row whos
 the main session), and each page watches its own group with its own sequence numbers
 (``studio.host.publisher`` states the push contract; ``studio.host.fold`` folds the events).
 
-Two deployments share this code (``studio.host.routing``): ``inprocess`` (default) runs the host
-inside the daphne process; ``worker`` runs it in ``manage.py runworker studio-host`` processes
-that *lease* main sessions through the database (``studio.host.leases``): a session is held by one
-live worker, which renews it; a dead worker's sessions are claimed by a live one. Here that is
-the optional ``SessionLeases``: the host acquires a session's lease before opening its store,
-fences a stale owner that still holds the store, and drops a session the moment it learns it
-lost it (a fenced or lost store connection, a renewal that failed) — once, never in a loop.
+Two deployments share this code (``studio.host.routing``): the host inside daphne, or in worker
+processes that lease sessions through the database (``studio.host.leases``). Here that is the
+optional ``SessionLeases``: the host acquires a session's lease before opening its store, fences
+a stale owner that still holds it, and drops a session the moment it learns it lost it — once.
 """
 
 from __future__ import annotations
@@ -44,42 +41,18 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from studio import runtime_options, selectors, services
-from studio.host import effects, timeline_feed
-from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, host_error, store_code, store_lost
+from studio.host import commands, effects, timeline_feed
+from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, store_code, store_lost
 from studio.host.factory import RuntimeFactory, agent_host, configured_factory
-from studio.host.fold import Effect, RunSubmitted, fold_event, fold_snapshot, open_turn
+from studio.host.fold import RunSubmitted, fold_event, open_turn
 from studio.host.publisher import Publisher
-from studio.host.state import HostedSession, View, changed, touch, wake
+from studio.host.state import HostedSession, View, touch, until_idle, until_live, until_pushed, until_quiet, wake
+from studio.host.stream_windows import BASE_STREAM_WINDOW, stream_window
 
 if TYPE_CHECKING:
     from agentcore.extensions.tasks.registry import AgentRegistry
-    from agentcore.runtime import AgentRuntime
-
-if TYPE_CHECKING:
-    from studio.confinement import ToolConfinement
 
 log = logging.getLogger("studio.hosts")
-#: Commands after which a model request may start on a model the composer offered (read from
-#: the registry now): the runtime gets the current model table first.
-MODEL_COMMANDS = ("submit", "configure")
-
-
-
-#: agentcore's own stream window (``agentcore.engine.fragments.FLUSH_INTERVAL_S``): a host with
-#: few streams keeps it.
-BASE_STREAM_WINDOW = 0.02
-#: Live streams per step of 20 ms added to the window.
-STREAMS_PER_STEP = 10
-
-
-def stream_window(live: int, *, widest: float) -> float:
-    """The stream window for a host running ``live`` turns at once: 20 ms per ten streams, at
-    least agentcore's 20 ms, at most ``widest`` (``STUDIO_STREAM_WINDOW_MAX``).
-
-    Why: every window of every streaming answer costs a commit, a batch of events and a push —
-    on one core a few dozen streams at 20 ms cost more CPU than the streams take, so text queues
-    and delays grow without bound; wider windows under load cost each reader a few tens of ms."""
-    return max(BASE_STREAM_WINDOW, min(widest, BASE_STREAM_WINDOW * live / STREAMS_PER_STEP))
 
 
 class SessionHost:
@@ -142,9 +115,6 @@ class SessionHost:
             self._layer = get_channel_layer()
         return self._layer
 
-    def session_options(self, confinement: ToolConfinement | None = None, *, demo: bool = False) -> dict[str, Any]:
-        return runtime_options.session_options(self.registry, confinement, demo=demo)
-
     # -- public commands ------------------------------------------------------------------
 
     async def state(self, view_id: str) -> HostState:
@@ -190,7 +160,7 @@ class SessionHost:
                     )
                 command["agent"] = "plan"
             hs.prompts[request_id] = prompt
-            receipt, changes = await self._command(hs, command, view, request_id=request_id)
+            receipt, changes = await commands.control_effects(hs, command, view, request_id=request_id)
             status = "running" if receipt.get("status") == "accepted" else "queued"
             if status == "running":
                 open_turn(hs, view.target_id, request_id, agent=agent)
@@ -210,7 +180,7 @@ class SessionHost:
         """Take a queued follow-up back; its receipt status (``withdrawn``, ``already_placed``, …)."""
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
-            receipt = await self._control(hs, {"type": "withdraw", "input_id": input_id}, view)
+            receipt = await commands.control(hs, {"type": "withdraw", "input_id": input_id}, view)
             status = str(receipt.get("status"))
             if status == "withdrawn":
                 hs.withdrawn.add(input_id)
@@ -223,7 +193,7 @@ class SessionHost:
         """Turn a queued follow-up into a steer (it joins the running turn at its next tool boundary)."""
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
-            receipt = await self._control(hs, {"type": "promote", "input_id": input_id}, view)
+            receipt = await commands.control(hs, {"type": "promote", "input_id": input_id}, view)
             status = str(receipt.get("status"))
             if status == "promoted":
                 hs.queued_steers.setdefault(view.target_id, {})[input_id] = hs.prompts.get(input_id, "")
@@ -235,21 +205,21 @@ class SessionHost:
         """Cancel the running (or paused) turn of this view; queued follow-ups then run."""
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
-            receipt = await self._control(hs, {"type": "cancel", "scope": "foreground"}, view)
+            receipt = await commands.control(hs, {"type": "cancel", "scope": "foreground"}, view)
             return receipt.get("status") == "cancelled"
 
     async def cancel_task(self, view_id: str, *, task_id: str) -> list[str]:
         """Cancel one task of this view's subtree (a durable task, a subagent, a compaction)."""
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
-            receipt = await self._control(hs, {"type": "cancel", "scope": "task", "task_id": task_id}, view)
+            receipt = await commands.control(hs, {"type": "cancel", "scope": "task", "task_id": task_id}, view)
             touch(hs, view, controls=True, tasks=True)
             return list(receipt.get("cancelled") or [])
 
     async def resume_plan(self, view_id: str, *, approved: bool, notes: str = "") -> str:
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
-            run = await self._paused_run(hs, view, "plan")
+            run = await commands.paused_run(view, "plan")
             pending = run["pending"]
             await database_sync_to_async(services.plan_decided)(
                 view.view_id, run["request_id"], pending.get("approval_id", ""), approved, notes
@@ -266,7 +236,7 @@ class SessionHost:
     async def answer(self, view_id: str, *, answers: dict[str, str | list[str]]) -> str:
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
-            run = await self._paused_run(hs, view, "ask_user")
+            run = await commands.paused_run(view, "ask_user")
             await database_sync_to_async(services.run_resumed)(view.view_id, run["request_id"])
             await self._resume(hs, view, run, {"ask_resume": {"answers": answers}})
             return str(run["request_id"])
@@ -275,7 +245,7 @@ class SessionHost:
         """Fork this view's conversation from a committed entry; returns the new view's id."""
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
-            receipt = await self._control(hs, {"type": "fork", "entry_id": entry_id}, view)
+            receipt = await commands.control(hs, {"type": "fork", "entry_id": entry_id}, view)
             target_id = int(receipt["target_id"])
             new_id = await database_sync_to_async(services.fork_create)(view.view_id, target_id=target_id)
             hs.views[target_id] = View(new_id, target_id, kind="fork")
@@ -286,7 +256,7 @@ class SessionHost:
         """A new context generation starting from ``handoff`` (``applied`` now, ``queued`` if busy)."""
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
-            receipt = await self._control(hs, {"type": "reset", "handoff": handoff or None}, view)
+            receipt = await commands.control(hs, {"type": "reset", "handoff": handoff or None}, view)
             touch(hs, view, full=True)
             return str(receipt.get("status"))
 
@@ -311,7 +281,7 @@ class SessionHost:
         if web_search:
             command["web_search"] = web_search
         async with hs.lock:
-            receipt = await self._control(hs, command, view)
+            receipt = await commands.control(hs, command, view)
             touch(hs, view, controls=True, config=True, records=True)
             return int(receipt.get("version") or 0)
 
@@ -322,7 +292,7 @@ class SessionHost:
         hs, view = await self._writable_view(view_id)
         command = {"type": "compact", "instructions": instructions or None, "keep_recent": False}
         async with hs.lock:
-            receipt = await self._control(hs, command, view)
+            receipt = await commands.control(hs, command, view)
             touch(hs, view, tasks=True, conversation=True)
             return str(receipt.get("task_id"))
 
@@ -333,7 +303,7 @@ class SessionHost:
         Regenerate the last answer): its text and images as the store has them; on another
         model first when one is named (``configure`` at the settings version shown now)."""
         hs, view = await self._writable_view(view_id)
-        message = self._user_message(hs, view, entry_id)
+        message = commands.user_message(hs, view, entry_id)
         if provider and model_id:
             context = hs.snapshot_context(view.target_id)
             configured = (context.config.model or {}) if context is not None else {}
@@ -349,13 +319,9 @@ class SessionHost:
         (and the original's images) as its next turn; returns the view that runs it. ``into``:
         a new session for the conversation's first message, which has nothing to fork from."""
         hs, view = await self._writable_view(view_id)
-        message = self._user_message(hs, view, entry_id)
+        message = commands.user_message(hs, view, entry_id)
         if into is None:
-            transcript = self._runtime(hs).read_transcript(view.target_id or None, entry_ids=True)
-            index = next(i for i, m in enumerate(transcript) if m.get("entry_id") == entry_id)
-            if index == 0:
-                raise HostError("nothing_before", "The first message has nothing before it to fork from.")
-            into = await self.fork(view_id, entry_id=str(transcript[index - 1]["entry_id"]))
+            into = await self.fork(view_id, entry_id=commands.entry_before(hs, view, entry_id))
         await self.prompt(into, prompt=prompt, images=message["images"] or None)
         return into
 
@@ -363,29 +329,16 @@ class SessionHost:
         """One image of a person's message, from the store (``{data: base64, mime_type}``):
         the thumbnails a page shows, also after a reload."""
         hs, view = await self._view(view_id)
-        images = self._user_message(hs, view, entry_id)["images"]
+        images = commands.user_message(hs, view, entry_id)["images"]
         if not 0 <= index < len(images):
             raise HostError("no_image", "No such image.")
         return dict(images[index])
-
-    def _user_message(self, hs: HostedSession, view: View, entry_id: str) -> dict[str, Any]:
-        """The text and images of a person's message of ``view``'s conversation, by its entry."""
-        for message in self._runtime(hs).read_transcript(view.target_id or None, entry_ids=True):
-            if message.get("entry_id") == entry_id and message.get("role") == "user" and not message.get("synthetic"):
-                content = message.get("content") or []
-                return {
-                    "prompt": "\n".join(c.get("text", "") for c in content if c.get("type") == "text"),
-                    "images": [
-                        {"data": c["data"], "mime_type": c["mime_type"]} for c in content if c.get("type") == "image"
-                    ],
-                }
-        raise HostError("no_message", "That message is no longer in this conversation's context.")
 
     async def start_task(self, view_id: str, *, name: str, task_input: Any = None) -> str:
         """Start a registered durable task by name (commands never carry code)."""
         hs, view = await self._writable_view(view_id)
         async with hs.lock:
-            receipt = await self._control(
+            receipt = await commands.control(
                 hs, {"type": "task", "name": name, "input": task_input, "background": True}, view
             )
             touch(hs, view, tasks=True)
@@ -403,39 +356,21 @@ class SessionHost:
         return await timeline_feed.span_page(hs, view, span_id)
 
     async def wait_idle(self, view_id: str) -> None:
-        """Wait until this view's conversation has nothing running and its pushes are out.
-
-        For tests and admin actions; waits on the host's own signal (each processed snapshot
-        and event wakes it), never on time.
-        """
-        hs, view = await self._view(view_id)
-        while True:
-            if hs.settled(view.target_id) and not hs.flushing and not view.dirty.any():
-                return
-            await changed(hs)
+        """Until this view's conversation runs nothing and its pushes are out (``until_idle``)."""
+        await until_idle(*await self._view(view_id))
 
     async def wait_pushed(self, view_id: str) -> None:
-        """Wait until everything folded so far has been pushed to this view's page (nothing
-        being folded, marked or flushed). For tests that compare a page mid-turn."""
-        hs, view = await self._view(view_id)
-        while True:
-            ctx = hs.contexts.get(view.target_id)
-            live_dirty = ctx is not None and ctx.live is not None and ctx.live.dirty
-            if not (hs.folding or hs.flushing or hs.dirty.is_set() or view.dirty.any() or live_dirty):
-                return
-            await changed(hs)
+        """Until everything folded so far was pushed to this view's page (``until_pushed``)."""
+        await until_pushed(*await self._view(view_id))
 
     async def wait_live(self, view_id: str) -> None:
-        """Wait until this view shows a live turn (its first event was folded)."""
-        hs, view = await self._view(view_id)
-        while (ctx := hs.contexts.get(view.target_id)) is None or ctx.live is None:
-            await changed(hs)
+        """Until this view shows a live turn (``until_live``)."""
+        await until_live(*await self._view(view_id))
 
     async def wait_quiet(self, view_id: str) -> None:
-        """Wait until nothing at all runs in the store (turns, queues, background tasks)."""
+        """Until nothing at all runs in the store (``until_quiet``)."""
         hs, _view = await self._view(view_id)
-        while not hs.quiet():
-            await changed(hs)
+        await until_quiet(hs)
 
     async def release(self, view_id: str) -> bool:
         """Close an idle store's runtime so its owner lock is free for offline work (admin
@@ -587,7 +522,9 @@ class SessionHost:
                     options = root.model_options
                     if options.get("provider") == "demo" and not options.get("base_url"):
                         options["base_url"] = self.demo_base_url()
-                    root.session = self.session_options(root.confinement, demo=options.get("provider") == "demo")
+                    root.session = runtime_options.session_options(
+                        self.registry, root.confinement, demo=options.get("provider") == "demo"
+                    )
                     hs = HostedSession(config=root, term=term)
                     for view_id, target_id, kind in await database_sync_to_async(selectors.views_of)(root_id):
                         hs.views[target_id] = View(view_id, target_id, kind=kind)
@@ -628,10 +565,7 @@ class SessionHost:
         for turn in hs.snapshot.turns:  # turns that ended before this host opened the store
             if turn.status not in ("running", "queued"):
                 hs.context(turn.target_id).ended.add(turn.request_id)
-        views = {target: view.view_id for target, view in hs.views.items()}
-        await database_sync_to_async(services.runs_reconcile)(views, hs.snapshot_data["turns"])
-        hs.ledger_pos = await database_sync_to_async(services.ledger_position)(hs.root_id)
-        await effects.sync_usage(hs)
+        await effects.follow_store(hs)
         # Unfinished work the previous process left (an interrupted turn, queued inputs,
         # sleeping timers) resumes inside the lease: the driver finds it in the store.
         # Each task in a context of its own: not the request's (the lease outlives it), and not a
@@ -733,83 +667,18 @@ class SessionHost:
             if hs.runtime is not None:
                 hs.runtime.set_stream_window(window)
 
-    async def _paused_run(self, hs: HostedSession, view: View, kind: str) -> dict[str, Any]:
-        run = await database_sync_to_async(selectors.pending_run)(view.view_id)
-        if run is None or (run["pending"] or {}).get("kind") != kind:
-            raise HostError("not_waiting", "Nothing in this session is waiting for that answer.")
-        return run
-
     async def _resume(self, hs: HostedSession, view: View, run: dict[str, Any], decision: dict[str, Any]) -> None:
         """Answer a paused request with the ``resume`` command; the turn goes live at once."""
         ctx = hs.context(view.target_id)
-        transcript = self._runtime(hs).read_transcript(view.target_id or None, entry_ids=True)
+        transcript = commands.runtime_of(hs).read_transcript(view.target_id or None, entry_ids=True)
         ctx.begin_after(transcript, request_id=str(run["request_id"]), agent=run["agent"])
         self._retune()
         try:
-            await self._control(hs, {"type": "resume", "input_id": run["request_id"], **decision}, view)
+            await commands.control(hs, {"type": "resume", "input_id": run["request_id"], **decision}, view)
         except HostError:
             ctx.end(None)
             raise
         touch(hs, view, conversation=True, pending=True, controls=True)
-
-    # -- commands --------------------------------------------------------------------------
-
-    async def _control(
-        self, hs: HostedSession, command: dict[str, Any], view: View, *, request_id: str | None = None
-    ) -> dict[str, Any]:
-        """One session command for ``view``'s conversation; refusals become ``HostError``."""
-        receipt, changes = await self._command(hs, command, view, request_id=request_id)
-        await effects.apply(hs, changes)
-        return receipt
-
-    async def _command(
-        self, hs: HostedSession, command: dict[str, Any], view: View, *, request_id: str | None = None
-    ) -> tuple[dict[str, Any], list[Effect]]:
-        """``_control`` that returns the effects of the state it produced instead of writing them
-        (the caller writes them with its own)."""
-        from agentcore.errors import AGENT_NOT_READY, AgentError
-
-        if command["type"] in MODEL_COMMANDS:
-            await self._refresh_models(hs)
-        body = {**command, "request_id": request_id or uuid.uuid4().hex}
-        if view.target_id:
-            body["target_id"] = view.target_id
-        for _attempt in range(3):
-            await hs.ready.wait()
-            runtime = self._runtime(hs)
-            try:
-                receipt: dict[str, Any] = await runtime.control(body)
-            except AgentError as exc:
-                if exc.code == AGENT_NOT_READY and not hs.closing:
-                    continue  # the lease is switching between run() and serve()
-                raise host_error(exc) from exc
-            # What the command changed is visible at once (the chip, the config version), not
-            # only when the lease reads the next snapshot off the bus; the snapshot is built
-            # once, here (the session does not publish the same state again).
-            snapshot = runtime.session_snapshot(published=True)
-            return receipt, fold_snapshot(hs, snapshot, snapshot.model_dump(mode="json"))
-        raise HostError("unavailable", "The session is not ready; try again.")
-
-    async def _refresh_models(self, hs: HostedSession) -> None:
-        """Hand the runtime the model table as registered now: a model added or priced after
-        the runtime opened is priced as registered when a request starts on it. One plain read
-        tells whether any registered model changed; the table is built again only then."""
-        rows = await database_sync_to_async(selectors.enabled_model_rows)()
-        if rows == hs.config.model_rows:
-            return
-        table = await database_sync_to_async(selectors.session_model_table)(hs.root_id)
-        await hs.ready.wait()
-        if table != hs.config.models:
-            self._runtime(hs).update_models(table)
-            hs.config.models = table
-        hs.config.model_rows = rows
-
-    @staticmethod
-    def _runtime(hs: HostedSession) -> AgentRuntime:
-        if hs.runtime is None:
-            raise HostError("unavailable", "The session is not open; try again.")
-        return hs.runtime
-
 
 _host: SessionHost | None = None
 

@@ -227,3 +227,36 @@ async def changed(hs: HostedSession) -> None:
         await waiter
     finally:
         hs.waiters.discard(waiter)
+
+
+# --- waiting on a store's host-side state (tests and admin actions: never on time) ------------
+
+
+async def until_idle(hs: HostedSession, view: View) -> None:
+    """Wait until ``view``'s conversation has nothing running and its pushes are out. Each
+    processed snapshot and event wakes it (``changed``)."""
+    while not (hs.settled(view.target_id) and not hs.flushing and not view.dirty.any()):
+        await changed(hs)
+
+
+async def until_pushed(hs: HostedSession, view: View) -> None:
+    """Wait until everything folded so far has been pushed to ``view``'s page (nothing being
+    folded, marked or flushed): for tests that compare a page mid-turn."""
+    while True:
+        ctx = hs.contexts.get(view.target_id)
+        live_dirty = ctx is not None and ctx.live is not None and ctx.live.dirty
+        if not (hs.folding or hs.flushing or hs.dirty.is_set() or view.dirty.any() or live_dirty):
+            return
+        await changed(hs)
+
+
+async def until_live(hs: HostedSession, view: View) -> None:
+    """Wait until ``view`` shows a live turn (its first event was folded)."""
+    while (ctx := hs.contexts.get(view.target_id)) is None or ctx.live is None:
+        await changed(hs)
+
+
+async def until_quiet(hs: HostedSession) -> None:
+    """Wait until nothing at all runs in the store (turns, queues, background tasks)."""
+    while not hs.quiet():
+        await changed(hs)

@@ -299,7 +299,7 @@ async def test_the_first_change_after_a_quiet_window_is_pushed_at_once(user: Any
 
 def test_the_stream_window_widens_with_the_streams_a_host_runs() -> None:
     """Issue 25: 20 ms per ten live streams, never below agentcore's 20 ms nor above the ceiling."""
-    from studio.host.session_host import stream_window
+    from studio.host.stream_windows import stream_window
 
     assert stream_window(0, widest=0.06) == stream_window(10, widest=0.06) == 0.02
     assert stream_window(20, widest=0.06) == pytest.approx(0.04)
