@@ -79,7 +79,6 @@ COMPONENTS = (
     "studio.selectors.session_model_table",
     "studio.selectors.session_for_user",
     "studio.selectors.session_config",
-    "studio.selectors.user_owns_session",
     "studio.rendering.render_template",
     "studio.ledger.read_usage_ledger",
     "django.template.loader.render_to_string",
