@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.http import QueryDict
 from django.utils.datastructures import MultiValueDict
 from django.utils.html import escape
@@ -118,9 +118,11 @@ def socket_frame(text_data: str | None, bytes_data: bytes | None) -> tuple[str, 
 
 async def submit_prompt(session: StudioSession, prompt: Prompt) -> dict[str, str]:
     """Send the prompt to the session's host (``HostError`` if it refuses); the composer's
-    build/plan choice becomes the session's default, written only when it changed."""
+    build/plan choice becomes the session's default, written only when it changed (through
+    ``database_sync_to_async``, which closes stale connections around it: the socket's frames
+    skip Channels' per-message close)."""
     if prompt.agent != session.mode:
-        await sync_to_async(services.session_preferences_update)(session, mode=prompt.agent)
+        await database_sync_to_async(services.session_preferences_update)(session, mode=prompt.agent)
     receipt: dict[str, str] = await get_host_client().call("prompt", str(session.pk), **prompt.host_arguments())
     return receipt
 

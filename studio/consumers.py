@@ -87,9 +87,16 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def dispatch(self, message: dict[str, Any]) -> None:
         """A push is relayed without touching the database, so it skips what Channels does
         before every handler (``aclose_old_connections``: a hop to the database thread per
-        frame, the largest part of a relay's cost); everything else dispatches as usual."""
-        if message.get("type") == "session.push":
+        frame, the largest part of a relay's cost). So does a frame from the page (a prompt):
+        its only database write, a changed build/plan default, runs in
+        ``database_sync_to_async``, which closes stale connections itself, and a prompt does
+        not queue behind every session's renders on that thread. The rest dispatches as usual."""
+        kind = message.get("type")
+        if kind == "session.push":
             await self.session_push(message)
+            return
+        if kind == "websocket.receive":
+            await self.websocket_receive(message)
             return
         await super().dispatch(message)
 
