@@ -195,9 +195,7 @@ async def session_prompt(request: HttpRequest, session_id: Any) -> HttpResponse:
     try:
         prompt = parse_prompt(request.POST, request.FILES, default_agent=session.mode)
         await submit_prompt(session, prompt)
-    except PromptRefused as exc:
-        return _command_response(request, session, exc.message)
-    except HostError as exc:
+    except (PromptRefused, HostError) as exc:
         return _command_response(request, session, exc.message)
     return _command_response(request, session)
 
