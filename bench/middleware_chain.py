@@ -7,10 +7,12 @@ for the async views. Making the bottom (CSP) middleware async-capable lets every
 ``MiddlewareMixin`` above it run async too, which for a mixin means one ``sync_to_async`` hop per
 ``process_request`` / ``process_response`` it has. This harness counts the hops
 (``SyncToAsync`` / ``AsyncToSync`` calls) and measures the CPU (``time.process_time``) of the
-requests that still take the whole cycle: a session page's GET, the prompt's multipart POST (a
-non-image file: refused by the form, so no turn runs and only the cycle and the form are
-timed), and a cheap async GET refused by its view (the chain alone). In one process, through
-``httpx.ASGITransport`` (what daphne calls, minus its sockets).
+requests that still take the whole cycle: a session page's GET, the prompt's multipart POST
+(refused by the form — an unknown agent — so no turn runs and only the cycle and the form are
+timed), and a cheap async GET refused by its view (the chain alone); and, for comparison, the
+same refused prompt as one frame on the page's socket (the composer's way now: no request
+cycle). In one process, through ``httpx.ASGITransport`` and Channels' ``WebsocketCommunicator``
+(what daphne calls, minus its sockets).
 
     python bench/middleware_chain.py [--requests 300] [--rounds 3]
 """
@@ -36,6 +38,9 @@ from studio.middleware import STUDIO_CSP
 
 CSP_SYNC = "studio.middleware.ContentSecurityPolicyMiddleware"
 CSP_BOTH = "middleware_chain.content_security_policy"
+#: A prompt the form refuses (an unknown agent): the transport, authentication and parsing are
+#: timed, not the host's command.
+REFUSED_PROMPT = {"prompt": "x", "agent": "chaos"}
 
 
 @sync_and_async_middleware
@@ -112,8 +117,9 @@ async def measure(variant: str, n: int, hops: Counter[str]) -> dict[str, tuple[f
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver", headers=headers) as http:
         kinds: dict[str, Callable[[], Awaitable[Any]]] = {
             "page GET": lambda: http.get(f"/sessions/{sid}/"),
+            # as the composer posted it before (multipart, an empty file part), refused by the form
             "prompt POST (multipart)": lambda: http.post(
-                f"/sessions/{sid}/prompt/", data={"prompt": "x"}, files={"images": ("a.txt", b"not an image")}
+                f"/sessions/{sid}/prompt/", data=REFUSED_PROMPT, files={"images": ("", b"")}
             ),
             "refused GET (chain only)": lambda: http.get(f"/sessions/{sid}/turns/?start=x"),
         }
@@ -128,7 +134,40 @@ async def measure(variant: str, n: int, hops: Counter[str]) -> dict[str, tuple[f
                 await request()
             cpu = (time.process_time() - start) * 1000 / n
             out[name] = (cpu, sum(hops.values()) / n)
+        if variant == "sync":  # the socket takes no middleware: measured once
+            out["prompt frame on the socket"] = await measure_socket(cookie, sid, n, hops)
     return out
+
+
+async def measure_socket(cookie: str, sid: str, n: int, hops: Counter[str]) -> tuple[float, float]:
+    """The same refused prompt as one frame on the page's socket (Studio's ASGI application),
+    answered by its ``#composer-error`` reply: CPU ms and hops per prompt."""
+    import json
+
+    from channels.testing import WebsocketCommunicator
+
+    from studio.asgi import application
+
+    headers = [(b"cookie", cookie.encode()), (b"origin", b"http://testserver"), (b"host", b"testserver")]
+    ws = WebsocketCommunicator(application, f"/ws/sessions/{sid}/", headers=headers)
+    connected, _code = await ws.connect(timeout=30)
+    assert connected
+    await ws.receive_from(timeout=30)  # the first render
+    frame = json.dumps({"command": "prompt", **REFUSED_PROMPT})
+
+    async def one() -> None:
+        await ws.send_to(text_data=frame)
+        reply = await ws.receive_from(timeout=30)
+        assert 'data-reply="refused"' in reply, reply[:200]
+
+    await one()  # warm
+    hops.clear()
+    start = time.process_time()
+    for _ in range(n):
+        await one()
+    cpu = (time.process_time() - start) * 1000 / n
+    await ws.disconnect()
+    return cpu, sum(hops.values()) / n
 
 
 def main() -> None:
@@ -150,7 +189,8 @@ def main() -> None:
         for variant, label in (("sync", "CSP sync-only (shipped)"), ("both", "CSP sync-and-async")):
             for name, values in results[variant].items():
                 cpu = statistics.median(v[0] for v in values)
-                print(f"  {label:<24} {name:<26} {cpu:6.2f} ms  {values[0][1]:4.1f} hops")
+                shown = "no request cycle" if name == "prompt frame on the socket" else label
+                print(f"  {shown:<24} {name:<27} {cpu:6.2f} ms  {values[0][1]:4.1f} hops")
         from studio.host.session_host import get_session_host
 
         await get_session_host().close()
