@@ -97,7 +97,7 @@ def socket_frame(text_data: str | None, bytes_data: bytes | None) -> tuple[str, 
         )
     try:
         frame = json.loads(text_data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         frame = None
     if not isinstance(frame, dict):
         raise PromptRefused("message", "malformed", "The message is not a JSON object.")

@@ -134,13 +134,15 @@ async def test_the_socket_refuses_a_bad_prompt_with_the_posts_words_naming_the_f
         ('{"command": "prompt", "prompt": "hi", "agent": {"plan": true}}', "agent", "malformed"),
         (b'{"command": "prompt", "prompt": "hi"}', "message", "malformed"),
         ("oversized", "message", "too_large"),
+        ("[" * 200_000, "message", "malformed"),  # deeper than the JSON parser recurses
     ],
 )
 async def test_a_malformed_or_oversized_frame_gets_a_typed_error_and_changes_nothing(
     user: Any, make_session: Any, host: SessionHost, frame: str | bytes, field: str, code: str
 ) -> None:
-    """W6: a frame that is not JSON, not an object, names no (or another) command, carries a
-    non-text field, is binary, or is larger than ``MAX_SOCKET_FRAME_CHARS`` gets a typed error
+    """W6: a frame that is not JSON (or nested too deep to parse), not an object, names no (or
+    another) command, carries a non-text field, is binary, or is larger than
+    ``MAX_SOCKET_FRAME_CHARS`` gets a typed error
     (its field and code) and no turn; the socket stays usable."""
     from studio.composer import MAX_SOCKET_FRAME_CHARS
 
