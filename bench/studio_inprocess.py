@@ -8,18 +8,22 @@ a child process). So every SQL query Studio makes can be counted, per phase and 
 function that made it, and one phase can be profiled alone:
 
 - *open*: the page's GET (which opens the runtime) and its socket's first frame;
-- *turn*: the prompt's POST to the turn's end (the idle status pill after the last token).
+- *turn*: the prompt sent to the turn's end (the idle status pill after the last token). The
+  prompt goes over the page's socket as the browser's composer sends it (``--prompt-via post``:
+  the POST, through Django's whole request cycle, as a prompt with images does).
 
 CPU is this process's (``time.process_time``: Studio plus the harness's own small client side).
 
     python bench/studio_inprocess.py [--sessions 50] [--tokens 60] [--pace-ms 20] [--rounds 2]
                                      [--queries] [--profile open|turn --out FILE]
+                                     [--prompt-via socket|post]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -79,7 +83,6 @@ COMPONENTS = (
     "studio.selectors.session_model_table",
     "studio.selectors.session_for_user",
     "studio.selectors.session_config",
-    "studio.selectors.user_owns_session",
     "studio.rendering.render_template",
     "studio.ledger.read_usage_ledger",
     "django.template.loader.render_to_string",
@@ -96,6 +99,9 @@ COMPONENTS = (
     "studio.host.session_host:SessionHost._lease",
     "studio.host.session_host:SessionHost.prompt",
     "studio.views.session_prompt",
+    "studio.consumers:SessionConsumer.receive",
+    "studio.composer.parse_prompt",
+    "studio.composer.submit_prompt",
     "studio.views.session_detail",
     "studio.consumers:SessionConsumer.connect",
     "channels.layers:InMemoryChannelLayer.group_send",
@@ -226,7 +232,7 @@ def setup_django(data_dir: Path, log: QueryLog) -> None:
 
 
 async def one_round(
-    app: Any, cookie: str, csrf: str, ids: list[str], tokens: int, log: QueryLog, spy: Any
+    app: Any, cookie: str, csrf: str, ids: list[str], tokens: int, log: QueryLog, spy: Any, via: str = "socket"
 ) -> dict[str, Any]:
     import httpx
     from channels.testing import WebsocketCommunicator
@@ -252,16 +258,22 @@ async def one_round(
             return ws
 
         async def turn(k: int, session_id: str, ws: Any) -> None:
-            response = await http.post(
-                f"/sessions/{session_id}/prompt/",
-                data={"prompt": f"bench session {k}: answer in {tokens} tokens", "agent": "build"},
-                headers={"HX-Request": "true"},
-            )
-            response.raise_for_status()
+            text = f"bench session {k}: answer in {tokens} tokens"
+            if via == "socket":  # the browser's composer: one JSON frame on the page's socket
+                await ws.send_to(text_data=json.dumps({"command": "prompt", "prompt": text, "agent": "build"}))
+            else:
+                response = await http.post(
+                    f"/sessions/{session_id}/prompt/",
+                    data={"prompt": text, "agent": "build"},
+                    headers={"HX-Request": "true"},
+                )
+                response.raise_for_status()
+                assert not response.text.strip(), response.text
             last = f"zq{k:03d}x{tokens - 1:04d}"
             shown = False
             while True:
                 frame = await ws.receive_from(timeout=120)
+                assert 'data-reply="refused"' not in frame, frame[:200]
                 shown = shown or last in frame
                 if shown and "pill-idle" in frame:
                     return
@@ -341,6 +353,12 @@ def main() -> None:
         help="what-if: pin every runtime's stream window (agentcore's fragment commit window; studio_whatif.py)",
     )
     parser.add_argument("--flush-interval", type=float, help="STUDIO_FLUSH_INTERVAL (seconds)")
+    parser.add_argument(
+        "--prompt-via",
+        choices=("socket", "post"),
+        default="socket",
+        help="send each prompt over the page's socket (the browser's way) or as the POST (images, no socket)",
+    )
     args = parser.parse_args()
     data_dir = Path(tempfile.mkdtemp(prefix="studio-inprocess-"))
     log = QueryLog()
@@ -418,16 +436,21 @@ async def run(args: argparse.Namespace, provider: ProviderProcess, log: QueryLog
             for _ in range(n)
         ]
 
-    await one_round(application, cookie, csrf, await sync_to_async(sessions)(1), args.tokens, log, Spy(None, None, 0))
+    warm = await sync_to_async(sessions)(1)
+    await one_round(application, cookie, csrf, warm, args.tokens, log, Spy(None, None, 0), args.prompt_via)
     results = []
     log.by_phase.clear()
     log.by_caller.clear()
     clock.cpu.clear()
     for _ in range(args.rounds):
         ids = await sync_to_async(sessions)(args.sessions)
-        results.append(await one_round(application, cookie, csrf, ids, args.tokens, log, spy))
+        results.append(await one_round(application, cookie, csrf, ids, args.tokens, log, spy, args.prompt_via))
     n = args.sessions * args.rounds
-    print(f"{args.sessions} sessions x {args.rounds} rounds, {args.tokens} tokens {args.pace_ms:g} ms apart")
+    via = "the socket" if args.prompt_via == "socket" else "the POST"
+    print(
+        f"{args.sessions} sessions x {args.rounds} rounds, {args.tokens} tokens {args.pace_ms:g} ms apart, "
+        f"prompts via {via}"
+    )
     for key in ("open_ms", "turn_ms"):
         values = [r[key] for r in results]
         rounds = ", ".join(f"{v:.1f}" for v in values)

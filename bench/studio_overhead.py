@@ -18,12 +18,14 @@ posts the N prompts together; ``overlap`` says how many streams the provider had
 one instant (N when the prompts are truly concurrent). One untimed session warms daphne up
 first (imports, template loading). Reported per size: median / p95 / max over every token of
 every session; the **TTFT overhead** (the same delay for each session's first token); the
-first token's time after the prompt POST (p95, seconds: the 200-session target); submit →
-request (prompt POST → the provider has the request); frames per session, **bytes on the
+first token's time after the prompt was sent (p95, seconds: the 200-session target); submit →
+request (prompt sent → the provider has the request); frames per session, **bytes on the
 socket per token** and the largest frame; **Studio's CPU per session** (daphne plus every
 process below it, e.g. session-host workers) split into *open* (page + socket + runtime) and
-*turn* (prompt POST → the turn's end). A long-answer case (``--long-tokens``, default 2,000
-tokens, at ``--long-sizes``) shows whether bytes per token stay constant as the answer grows.
+*turn* (prompt sent → the turn's end). Prompts go over each page's socket, as the browser's
+composer sends them (``--prompt-via post``: the POST, as a prompt with images does). A
+long-answer case (``--long-tokens``, default 2,000 tokens, at ``--long-sizes``) shows whether
+bytes per token stay constant as the answer grows.
 
 ``--flush-interval S`` sets ``STUDIO_FLUSH_INTERVAL``; ``--env NAME=VALUE`` any other setting.
 ``--profile out.txt`` samples daphne with py-spy for the whole run (read it with
@@ -33,6 +35,7 @@ size (each phase's samples appended to the file).
     python bench/studio_overhead.py [--sizes 1,10,50,200] [--tokens 60] [--long-tokens 2000]
                                     [--long-sizes 1] [--pace-ms 20] [--rounds-1 5]
                                     [--flush-interval S] [--env K=V] [--profile out.txt] [--json out.json]
+                                    [--prompt-via socket|post]
 """
 
 from __future__ import annotations
@@ -157,24 +160,42 @@ async def open_page(studio: StudioProcess, http: Any, w: Watch, limit: float) ->
     return ws
 
 
-async def stream(http: Any, ws: Any, w: Watch, tokens: int, limit: float) -> None:
-    """Post the prompt, record every frame until the turn ended (the last token was shown,
+#: How a prompt is sent: over the page's socket (what the browser's composer does) or as the POST
+#: (a prompt with images, or a client without the socket).
+PROMPT_VIA = ("socket", "post")
+REPLY = '<div id="composer-error" hx-swap-oob="true"'
+
+
+async def send_prompt(http: Any, ws: Any, w: Watch, tokens: int, via: str) -> None:
+    """The prompt as the browser sends it: one JSON frame on the socket (its answer, the
+    ``#composer-error`` reply, arrives among the frames ``stream`` records), or the POST."""
+    text = f"bench session {w.k}: answer in {tokens} tokens"
+    if via == "socket":
+        await ws.send(json.dumps({"command": "prompt", "prompt": text, "agent": "build"}))
+        return
+    response = await http.post(
+        f"/sessions/{w.session_id}/prompt/", data={"prompt": text, "agent": "build"}, headers={"HX-Request": "true"}
+    )
+    response.raise_for_status()
+    if response.text.strip():
+        raise RuntimeError(f"prompt refused: {response.text[:200]}")
+
+
+async def stream(http: Any, ws: Any, w: Watch, tokens: int, limit: float, via: str = "socket") -> None:
+    """Send the prompt, record every frame until the turn ended (the last token was shown,
     then a frame with the idle status pill)."""
     last = f"zq{w.k:03d}x{tokens - 1:04d}"
     try:
         w.posted = time.monotonic()
-        response = await http.post(
-            f"/sessions/{w.session_id}/prompt/",
-            data={"prompt": f"bench session {w.k}: answer in {tokens} tokens", "agent": "build"},
-            headers={"HX-Request": "true"},
-        )
-        response.raise_for_status()
+        await send_prompt(http, ws, w, tokens, via)
         deadline = time.monotonic() + limit
         shown_last = False
         while True:
             frame = await asyncio.wait_for(ws.recv(), max(0.1, deadline - time.monotonic()))
             w.frames.append((time.monotonic(), frame if isinstance(frame, str) else frame.decode()))
             text = w.frames[-1][1]
+            if text.startswith(REPLY) and 'data-reply="refused"' in text:
+                raise RuntimeError(f"prompt refused: {text[:200]}")
             shown_last = shown_last or last in text
             if shown_last and "pill-idle" in text:
                 w.ended = time.monotonic()
@@ -218,7 +239,12 @@ class PhaseProfile:
 
 
 async def run_size(
-    studio: StudioProcess, sessions: list[Watch], tokens: int, limit: float, profile: PhaseProfile | None = None
+    studio: StudioProcess,
+    sessions: list[Watch],
+    tokens: int,
+    limit: float,
+    profile: PhaseProfile | None = None,
+    via: str = "socket",
 ) -> SizeRun:
     """All N pages (and their runtimes) and sockets open first, then the N prompts at once."""
     import httpx
@@ -238,7 +264,9 @@ async def run_size(
         run.open_cpu_s, run.open_wall_s = cpu1 - cpu0, time.monotonic() - wall0
         run.open_roles = {role: cpu - roles0.get(role, 0.0) for role, cpu in roles1.items()}
         # One gather: every task posts its prompt in the same turn of the loop.
-        await asyncio.gather(*(stream(http, ws, w, tokens, limit) for ws, w in zip(sockets, sessions, strict=True)))
+        await asyncio.gather(
+            *(stream(http, ws, w, tokens, limit, via) for ws, w in zip(sockets, sessions, strict=True))
+        )
         run.prompt_cpu_s = studio.cpu_seconds() - cpu1
         run.turn_roles = {role: cpu - roles1.get(role, 0.0) for role, cpu in studio.cpu_by_role().items()}
         profile.stop(studio, "turn")
@@ -418,6 +446,12 @@ def main() -> None:
         default="default",
         help="where the sessions' tools run: default (the benchmark's user is not staff: a sandbox), or forced",
     )
+    parser.add_argument(
+        "--prompt-via",
+        choices=PROMPT_VIA,
+        default="socket",
+        help="send each prompt over the page's socket (the browser's way) or as the POST (images, no socket)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--serve", nargs=2, type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -447,8 +481,10 @@ def main() -> None:
         f"DEBUG={'1' if args.debug else '0'}; {env or ''}"
     )
     print(
-        "every page, socket and runtime opens first, then all prompts are posted at once; overlap = most "
-        "streams in flight together; delays in ms; cpu = Studio's processes (daphne + workers), ms per session"
+        f"every page, socket and runtime opens first, then all prompts are sent at once (prompts via "
+        f"{'the socket' if args.prompt_via == 'socket' else 'the POST'}); overlap = most streams in flight "
+        "together; submit→req = prompt sent → the provider has the request; delays in ms; cpu = Studio's "
+        "processes (daphne + workers), ms per session"
     )
     print(HEADER)
     workers = None if args.workers == "daphne" else worker_count(args.workers)
@@ -481,7 +517,8 @@ def main() -> None:
             )
 
         k = 0
-        asyncio.run(run_size(studio, [Watch(999, new_session())], args.tokens, args.timeout))  # imports, renders
+        warm = [Watch(999, new_session())]
+        asyncio.run(run_size(studio, warm, args.tokens, args.timeout, via=args.prompt_via))  # imports, renders
         phases = PhaseProfile(args.profile, args.profile_phase, not args.profile_threads, args.profile_rate)
         if args.profile and args.profile_phase == "all":
             studio.py_spy(args.profile, rate=args.profile_rate, gil=not args.profile_threads)
@@ -495,7 +532,7 @@ def main() -> None:
                 for _ in range(n):
                     batch.append(Watch(k, new_session()))
                     k += 1
-                runs.append(asyncio.run(run_size(studio, batch, tokens, args.timeout, phases)))
+                runs.append(asyncio.run(run_size(studio, batch, tokens, args.timeout, phases, args.prompt_via)))
                 watched += batch
             result = analyse(watched, provider.control("/_fake/stamps"), tokens)
             result.update(

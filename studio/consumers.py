@@ -11,6 +11,10 @@ another takes the session over, the new holder's first push is a full render und
 term, and anything still in flight from the old holder (a lower term) is ignored — the page
 never goes back to the picture of a holder that lost the session.
 
+The page also *sends* on it: the composer's text prompt (``studio.composer``), answered on the
+same socket by ``#composer-error`` out of band (empty and marked accepted/queued, or the error
+naming the field). A frame that is not a prompt gets a typed error too and changes nothing.
+
 Close codes (before the handshake is accepted, so nothing is ever sent):
 ``4401`` not logged in, ``4403`` not the session's owner (or no such session).
 """
@@ -23,10 +27,12 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.http import Http404
 
-from studio import pages, selectors
+from studio import composer, pages, selectors
 from studio.host.contract import HostError
 from studio.host.routing import get_host_client
+from studio.models import StudioSession
 
 log = logging.getLogger("studio.consumers")
 
@@ -35,6 +41,7 @@ CLOSE_FORBIDDEN = 4403
 
 
 class SessionConsumer(AsyncWebsocketConsumer):
+    session: StudioSession | None = None  # the owned session, read once at connect (its prompts' target)
     session_id: str = ""
     group: str = ""
     epoch: str = ""
@@ -48,7 +55,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         session_id = str(self.scope["url_route"]["kwargs"]["session_id"])
-        if not await database_sync_to_async(selectors.user_owns_session)(user.pk, session_id):
+        self.session = await database_sync_to_async(_owned_session)(user, session_id)
+        if self.session is None:
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.session_id = session_id
@@ -79,9 +87,16 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def dispatch(self, message: dict[str, Any]) -> None:
         """A push is relayed without touching the database, so it skips what Channels does
         before every handler (``aclose_old_connections``: a hop to the database thread per
-        frame, the largest part of a relay's cost); everything else dispatches as usual."""
-        if message.get("type") == "session.push":
+        frame, the largest part of a relay's cost). So does a frame from the page (a prompt):
+        its only database write, a changed build/plan default, runs in
+        ``database_sync_to_async``, which closes stale connections itself, and a prompt does
+        not queue behind every session's renders on that thread. The rest dispatches as usual."""
+        kind = message.get("type")
+        if kind == "session.push":
             await self.session_push(message)
+            return
+        if kind == "websocket.receive":
+            await self.websocket_receive(message)
             return
         await super().dispatch(message)
 
@@ -90,8 +105,24 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        """Browsers only listen; anything they send just asks for a fresh render."""
-        await self.resync()
+        """A frame from the page: the composer's prompt. Answered on this socket with
+        ``#composer-error`` (what the POST would have answered); nothing else is accepted."""
+        assert self.session is not None  # receive only follows an accepted connect
+        try:
+            command, fields = composer.socket_frame(text_data, bytes_data)
+            if command != "prompt":
+                raise composer.PromptRefused("command", "unknown_command", f"Unknown command {command!r}.")
+            prompt = composer.parse_prompt(fields, None, default_agent=self.session.mode)
+            receipt = await composer.submit_prompt(self.session, prompt)
+        except composer.PromptRefused as exc:
+            reply = composer.composer_reply(error=exc.message, reply="refused", field=exc.field, code=exc.code)
+            await self.send(text_data=reply)
+            return
+        except HostError as exc:
+            await self.send(text_data=composer.composer_reply(error=exc.message, reply="refused", code=exc.code))
+            return
+        status = "queued" if receipt.get("status") == "queued" else "accepted"
+        await self.send(text_data=composer.composer_reply(reply=status))
 
     async def session_push(self, message: dict[str, Any]) -> None:
         epoch, seq, term = message["epoch"], int(message["seq"]), int(message.get("term") or 0)
@@ -130,11 +161,15 @@ class SessionConsumer(AsyncWebsocketConsumer):
         return _host_error_banner("") + html
 
 
-def _host_error_banner(message: str) -> str:
-    from django.utils.html import escape
+def _owned_session(user: object, session_id: str) -> StudioSession | None:
+    try:
+        return selectors.session_for_user(user, session_id)
+    except Http404:
+        return None
 
-    notice = f'<div class="form-error">{escape(message)}</div>' if message else ""
-    return f'<div id="composer-error" hx-swap-oob="true" class="composer-error" role="status">{notice}</div>'
+
+def _host_error_banner(message: str) -> str:
+    return composer.composer_reply(error=message)
 
 
 class SessionListConsumer(AsyncWebsocketConsumer):

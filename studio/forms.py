@@ -82,12 +82,18 @@ class PromptForm(forms.Form):
     effort = forms.ChoiceField(choices=Effort.choices, required=False)
     # While the agent works: queue it (default) or steer the running turn with it.
     mode = forms.ChoiceField(choices=[("follow_up", "Queue"), ("steer", "Steer")], required=False)
+    # Declared so that an error can name it; the uploads themselves are read in ``clean``.
+    images = forms.Field(required=False)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        data["images"] = prompt_images(self.files.getlist("images") if self.files else [])
-        if not (data.get("prompt") or "").strip() and not data["images"]:
-            raise forms.ValidationError("Write a message first.")
+        try:
+            data["images"] = prompt_images(self.files.getlist("images") if self.files else [])
+        except forms.ValidationError as exc:
+            self.add_error("images", exc)
+            return data
+        if "prompt" in data and not data["prompt"].strip() and not data["images"]:
+            self.add_error("prompt", "Write a message first.")
         return data
 
 
@@ -178,6 +184,13 @@ class ConfigureForm(forms.Form):
 class PlanDecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
     notes = forms.CharField(required=False, max_length=20_000)
+
+
+def form_error(form: forms.Form) -> tuple[str, str]:
+    """A refused form as one line for the page, and the first field it names (``__all__`` for
+    a refusal of the whole form): every command's error slot shows the same text."""
+    field = next(iter(form.errors), "__all__")
+    return field, " ".join(e for errs in form.errors.values() for e in errs)
 
 
 def parse_answers(data: QueryDict, questions: list[dict[str, Any]]) -> dict[str, str | list[str]]:

@@ -45,13 +45,6 @@ def session_for_user(user: Any, session_id: Any) -> StudioSession:
     return session
 
 
-def user_owns_session(user_id: int, session_id: str) -> bool:
-    try:
-        return sql.exists(StudioSession, id=session_id, owner=user_id)  # every socket asks: plain
-    except Exception:  # a malformed id is simply not owned
-        return False
-
-
 def root_of(session_id: str) -> str:
     """The main session whose store a view belongs to (itself for a main session)."""
     row = StudioSession.objects.filter(pk=session_id).values_list("root_id", flat=True).first()

@@ -1,7 +1,8 @@
 """Pages and htmx endpoints. Thin: parse, check ownership, call one function, render.
 
 Commands (prompt, stop, withdraw, promote, plan decision, answers, task cancel, fork, reset,
-configure) are CSRF-protected POSTs; their effects reach the page through the session's
+configure) are CSRF-protected POSTs (the page sends a text prompt over its socket instead:
+``studio.composer``); their effects reach the page through the session's
 WebSocket, so an htmx POST answers with an empty body (or a short error, or a redirect for a
 new fork) and a plain form POST redirects back to the page.
 """
@@ -21,6 +22,7 @@ from django.utils.html import escape
 from django.views.decorators.http import require_GET, require_POST
 
 from studio import pages, selectors, services
+from studio.composer import PromptRefused, parse_prompt, submit_prompt
 from studio.forms import (
     CompactForm,
     ConfigureForm,
@@ -29,10 +31,10 @@ from studio.forms import (
     InputIdForm,
     NewSessionForm,
     PlanDecisionForm,
-    PromptForm,
     ResendForm,
     ResetForm,
     TaskIdForm,
+    form_error,
     parse_answers,
 )
 from studio.host.contract import HostError, HostState
@@ -182,26 +184,20 @@ async def _host_command(request: HttpRequest, session: StudioSession, operation:
 
 
 def _form_error(form: django_forms.Form) -> str:
-    return " ".join(e for errs in form.errors.values() for e in errs)
+    return form_error(form)[1]
 
 
 @require_POST
 async def session_prompt(request: HttpRequest, session_id: Any) -> HttpResponse:
+    """A prompt with images (multipart), or from a client without the session's socket; a
+    text prompt from the page goes over the socket (``studio.composer``, the same parsing)."""
     session = await _owned_session(request, session_id)
-    form = PromptForm(request.POST, request.FILES)
-    if not form.is_valid():
-        return _command_response(request, session, _form_error(form))
-    agent = form.cleaned_data["agent"] or session.mode
-    await sync_to_async(services.session_preferences_update)(session, mode=agent)
-    return await _host_command(
-        request,
-        session,
-        "prompt",
-        prompt=form.cleaned_data["prompt"],
-        agent=agent,
-        mode=form.cleaned_data["mode"] or "follow_up",
-        **({"images": form.cleaned_data["images"]} if form.cleaned_data["images"] else {}),
-    )
+    try:
+        prompt = parse_prompt(request.POST, request.FILES, default_agent=session.mode)
+        await submit_prompt(session, prompt)
+    except (PromptRefused, HostError) as exc:
+        return _command_response(request, session, exc.message)
+    return _command_response(request, session)
 
 
 @require_POST

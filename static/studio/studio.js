@@ -41,13 +41,42 @@
       delete el.dataset.hiddenBySend;
     });
   }
-  document.addEventListener("htmx:beforeRequest", function (e) {
+  // How the composer sends: a text prompt over the page's socket (ws-send, answered by
+  // #composer-error out of band with data-reply); with images, or while the socket is down, the
+  // multipart POST to the form's action (answered by the response, as every other form).
+  document.addEventListener("htmx:wsConfigSend", function (e) {
     if (!isComposer(e)) return;
+    var form = e.detail.elt, submit = e.detail.triggeringEvent;
+    var submitter = submit && submit.submitter;
+    var values = {};
+    if (submitter && submitter.name) values[submitter.name] = submitter.value;  // Steer / Queue
+    Object.assign(e.detail.parameters, values);
+    if (imageCount() === 0 && document.body.dataset.ws === "on") return;
+    e.preventDefault();
+    if (submit) submit.preventDefault();
+    window.htmx.ajax("POST", form.getAttribute("action"), {
+      source: form, target: "#composer-error", swap: "innerHTML", values: values,
+    });
+  });
+  document.addEventListener("htmx:wsBeforeSend", function (e) { if (isComposer(e)) beginSend(e.detail.elt); });
+  document.addEventListener("htmx:beforeRequest", function (e) { if (isComposer(e)) beginSend(e.detail.elt); });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (!isComposer(e)) return;
+    endSend(e.detail.elt, !e.detail.successful || (e.detail.xhr && e.detail.xhr.responseText.trim() !== ""));
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var slot = $("#composer-error"), form = $("#composer");
+    if (!slot || !slot.dataset.reply || !form) return;  // not the answer to a prompt
+    var refused = slot.dataset.reply === "refused";
+    delete slot.dataset.reply;
+    endSend(form, refused);
+  });
+  function beginSend(form) {
     var ta = $("#prompt"), conversation = $("#conversation");
     var text = ta ? ta.value : "";
     var images = imageCount();
     if ((!text.trim() && !images) || !conversation) return;
-    e.detail.elt.dataset.sentText = text;
+    form.dataset.sentText = text;
     if (busy()) {
       // The agent is working: this message queues (or steers); its chip arrives with the next
       // push. Only the draft is cleared now (and given back if the send is refused).
@@ -91,11 +120,8 @@
     if (send) { send.disabled = true; send.classList.add("sending"); }
     var el = scroller();
     if (el) { pinned = true; el.scrollTop = el.scrollHeight; }
-  });
-  document.addEventListener("htmx:afterRequest", function (e) {
-    if (!isComposer(e)) return;
-    var form = e.detail.elt;
-    var refused = !e.detail.successful || (e.detail.xhr && e.detail.xhr.responseText.trim() !== "");
+  }
+  function endSend(form, refused) {
     if (refused) {
       dropOptimistic();
       var ta = $("#prompt");
@@ -104,7 +130,7 @@
       if (send && send.classList.contains("sending")) { send.disabled = false; send.classList.remove("sending"); }
     }
     delete form.dataset.sentText;
-  });
+  }
 
   // Approve & build: what comes next is build work, so the composer switches to Build at once
   // (the server stores the same preference, so a reload agrees). A refused decision puts the

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import re
 import time
 import uuid
@@ -220,6 +221,52 @@ async def test_a_newcomers_first_minutes_with_the_demo(chat_server: Studio, brow
     await page.check("#pending input[type=checkbox][value=Tests]")
     await page.click("#answer-submit")
     await page.wait_for_selector("#pending .review .checklist li")
+
+
+async def test_a_prompt_travels_over_the_pages_socket(chat_server: Studio, browser: Any) -> None:
+    """W2/W13: a text prompt goes over the session's WebSocket, not a POST; its answer streams
+    back on the same socket. A refused one (too long) says why in ``#composer-error`` and gives
+    the text back; while the page's socket is down the same composer posts instead."""
+    from studio.forms import MAX_PROMPT_CHARS
+
+    page = await new_page(browser, chat_server)
+    sent: list[str] = []
+    posts: list[str] = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda frame: sent.append(str(frame))))
+    page.on("request", lambda request: posts.append(request.url) if request.method == "POST" else None)
+    await demo_session(page, chat_server)
+    posts.clear()
+    await send(page, "What files are here? Read the README.")
+    await wait_settled(page)
+    assert "garden.py" in await last_answer(page)
+    prompts = [json.loads(frame) for frame in sent if '"command"' in frame]
+    assert [(p["command"], p["prompt"], p["agent"]) for p in prompts] == [
+        ("prompt", "What files are here? Read the README.", "build")
+    ]
+    assert posts == [], "the prompt did not use the POST"
+    assert await page.inner_text("#composer-error") == ""
+
+    too_long = "x" * (MAX_PROMPT_CHARS + 1)
+    await page.fill("#prompt", too_long)
+    await page.press("#prompt", "Enter")
+    error = page.locator("#composer-error .form-error")
+    await error.wait_for()
+    assert f"at most {MAX_PROMPT_CHARS} characters" in await error.inner_text()
+    assert await page.input_value("#prompt") == too_long, "the refused text is given back"
+    assert await page.locator("#optimistic-turn").count() == 0 and posts == []
+
+    # While the page knows its socket is down (htmx:wsClose marks the body; set here directly),
+    # the same composer posts instead.
+    await page.evaluate("() => { document.body.dataset.ws = 'off'; }")
+    await page.fill("#prompt", "Show me a Markdown sample with a table and some code.")
+    await page.press("#prompt", "Enter")
+    await wait_settled(page)
+    assert any(url.endswith("/prompt/") for url in posts)
+    assert await page.inner_text("#composer-error") == ""
+    assert await page.locator("#conversation .user-text").all_inner_texts() == [
+        "What files are here? Read the README.",
+        "Show me a Markdown sample with a table and some code.",
+    ]
 
 
 async def test_failures_a_person_can_act_on(chat_server: Studio, browser: Any) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,24 +27,32 @@ async def test_the_first_prompt_names_the_session_without_a_reload(studio_server
 
 
 async def test_sending_shows_the_message_at_once_then_reconciles(studio_server: Studio, browser: Any) -> None:
-    """The person's message and a pending state appear before the server has even answered
-    the POST (it is held here), then the store's turn replaces them: one bubble, no dupes."""
+    """The person's message and a pending state appear before the server has even received
+    the prompt (its socket frame is held here), then the store's turn replaces them: one
+    bubble, no dupes."""
     page = await new_page(browser, studio_server)
+    held: asyncio.Future[Callable[[], None]] = asyncio.get_running_loop().create_future()
+
+    def relay(ws: Any) -> None:
+        server = ws.connect_to_server()
+
+        def from_page(message: str | bytes) -> None:
+            if not held.done() and isinstance(message, str) and '"command":"prompt"' in message:
+                held.set_result(lambda: server.send(message))  # the prompt waits for the test
+                return
+            server.send(message)
+
+        ws.on_message(from_page)
+
+    await page.route_web_socket(re.compile(r"/ws/sessions/"), relay)
     await create_session(page, studio_server)
-    held: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-    async def hold(route: Any) -> None:
-        held.set_result(route)
-
-    await page.route("**/prompt/", hold)
     await send(page, "Optimism <b>is</b> a plan")
-    route = await held  # the POST is in flight, unanswered
+    release = await held  # the prompt is in flight, not yet at the server
     bubble = page.locator("#conversation .bubble")
     assert await bubble.count() == 1 and await bubble.inner_text() == "Optimism <b>is</b> a plan"
     assert await page.locator("#optimistic-turn .typing").is_visible()
     assert await page.input_value("#prompt") == "" and await page.is_disabled("#send-button")
-    await route.continue_()
-    await page.unroute("**/prompt/")
+    release()
     await wait_settled(page)
     assert await page.locator("#optimistic-turn").count() == 0
     assert await bubble.count() == 1 and await bubble.inner_text() == "Optimism <b>is</b> a plan"

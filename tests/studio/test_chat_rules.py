@@ -59,7 +59,7 @@ def test_images_over_the_runtimes_limits_are_a_clear_error(files: list[tuple[str
     per message, each refused with a message naming the file and the limit."""
     form = _form("look", *(SimpleUploadedFile(name, data, content_type="image/png") for name, data in files))
     assert not form.is_valid()
-    assert message in " ".join(form.errors["__all__"])
+    assert message in " ".join(form.errors["images"])  # the error names its field
 
 
 def test_the_picker_offers_the_types_the_runtime_accepts() -> None:
