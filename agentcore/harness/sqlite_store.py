@@ -100,6 +100,7 @@ class SqliteStorage:
         if preloaded is not None:
             preloaded.owner_id, preloaded.fence = self.owner_id, fence
         self._preloaded = preloaded  # the rows open() checked, served once by the first load()
+        self._created = False
 
     @classmethod
     def open(
@@ -128,7 +129,8 @@ class SqliteStorage:
             ) from exc
         conn: sqlite3.Connection | None = None
         try:
-            if _hold_store_file(lease, real, label):
+            created = _hold_store_file(lease, real, label)
+            if created:
                 checked = _new_store_checked()  # made by this call, under both locks: nothing to distrust
             else:
                 checked = check_store(real, where=label, read_state=True)  # read-only: refuse before any write
@@ -137,7 +139,7 @@ class SqliteStorage:
             fence, last_seq = _prepare(conn, label, checked, synchronous, busy_timeout_ms)
             preloaded = checked.state if checked.version == SCHEMA_VERSION else None  # a migration may change rows
             storage = cls(label, conn, lease, fence, last_seq, preloaded)
-            storage._file = real
+            storage._file, storage._created = real, created
             return storage
         except BaseException as exc:
             if conn is not None:
@@ -148,6 +150,12 @@ class SqliteStorage:
             if isinstance(exc, OSError):
                 raise StoreError(STORE_INVALID, f"{path}: {exc}", details={"path": str(path)}) from exc
             raise
+
+    @property
+    def created(self) -> bool:
+        """This open created the store (nothing was at the path): it held no rows before, so a
+        host that mirrors a store's rows elsewhere has nothing to catch up on."""
+        return self._created
 
     @property
     def path(self) -> Path:

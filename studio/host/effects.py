@@ -178,11 +178,25 @@ async def _read_ledger(hs: HostedSession) -> list[Any]:
 
 async def follow_store(hs: HostedSession) -> None:
     """Studio's rows follow what the store did while no host of this process watched it (turns
-    a dead process left open, usage it did not copy), as the host opens the store."""
+    a dead process left open, usage it did not copy), as the host opens the store.
+
+    A store the runtime's open has just created held nothing before, so there is nothing to
+    follow: no turn to close, no ledger row to copy (its ledger starts at position 0). A backend
+    that cannot tell (PostgreSQL, a custom ``storage=``) is followed as always. Studio's turn
+    rows are read only when the store has turns, and in the same hop as the ledger position."""
+    runtime = hs.runtime
+    if runtime is not None and getattr(runtime.parts.storage, "created", False):
+        hs.ledger_pos = 0
+        return
     views = {target: view.view_id for target, view in hs.views.items()}
     turns = (hs.snapshot_data or {}).get("turns") or []
-    await database_sync_to_async(services.runs_reconcile)(views, turns)
-    hs.ledger_pos = await database_sync_to_async(services.ledger_position)(hs.root_id)
+
+    def reconcile() -> int:
+        if turns:  # no turn in the store: no Studio row can take a store's outcome
+            services.runs_reconcile(views, turns)
+        return services.ledger_position(hs.root_id)
+
+    hs.ledger_pos = await database_sync_to_async(reconcile)()
     await sync_usage(hs)
 
 

@@ -41,12 +41,14 @@ def test_a_store_this_open_creates_is_not_read_back_but_a_reopen_is_checked(
     db = tmp_path / "s.sqlite"
     store = SqliteStorage.open(db)
     assert checks.calls == 0
+    assert store.created
     state = store.load()
     assert (state.last_seq, state.entries, state.registers, state.usage) == (0, [], {}, [])
     store.commit(Commit(entries=[Entry("e1", "c", None, "message", {"n": 1})]))
     store.close()
     again = SqliteStorage.open(db)
     assert checks.calls == 1
+    assert not again.created
     assert [e.id for e in again.load().entries] == ["e1"]
     again.close()
 

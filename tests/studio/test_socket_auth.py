@@ -10,12 +10,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.sessions.models import Session
-from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
 from studio.asgi import application
 from studio.consumers import CLOSE_UNAUTHENTICATED
+from tests.studio.statements import statements_on_database_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,32 +35,13 @@ async def _connect(session_id: Any, client: Client) -> tuple[bool, Any]:
     return connected, code
 
 
-class StatementLog:
-    """The statements run on Django's database thread (where every socket's reads run)."""
-
-    def __init__(self) -> None:
-        self.statements: list[str] = []
-        self.on = False
-
-    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        if self.on:
-            self.statements.append(sql)
-        return execute(sql, params, many, context)
-
-
 async def test_a_socket_reads_only_the_session_data_and_the_user_row(user: Any, make_session: Any, host: Any) -> None:
     """W6: authenticating a socket reads the session's one decoded column and the user's row,
     one plain statement each, plus the ownership check: nothing else."""
     session = await sync_to_async(make_session)(user)
     client = await sync_to_async(_logged_in_client)(user)
-    log = StatementLog()
-    await sync_to_async(lambda: connection.execute_wrappers.append(log))()
-    try:
-        log.on = True
+    async with statements_on_database_thread() as log:
         connected, _ = await _connect(session.pk, client)
-        log.on = False
-    finally:
-        await sync_to_async(lambda: connection.execute_wrappers.remove(log))()
     assert connected
     session_read, user_read, ownership = log.statements[:3]
     selected = session_read.split(" FROM ", 1)[0]
