@@ -3,6 +3,7 @@ renders; page contexts are ``studio.pages``)."""
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from decimal import Decimal
 from typing import Any
@@ -160,10 +161,36 @@ def session_model_table(root_id: str) -> dict[str, Any]:
     return model_table(model)
 
 
-def session_config(session_id: str) -> SessionConfig:
+class ModelCatalog:
+    """Each registered model's runtime options (its decrypted key) and model table, as of one
+    version of the enabled models (``enabled_model_rows``, which holds every field either is
+    built from): a store's opening reads that one plain statement and decrypts nothing and
+    queries no table again until a model changes. The host owns one (no process-wide state);
+    callers get copies, so a change to one config never reaches another."""
+
+    def __init__(self) -> None:
+        self._rows: tuple[tuple[Any, ...], ...] = ()
+        self._built: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+    def parts(self, model: RegisteredModel, rows: tuple[tuple[Any, ...], ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(model.runtime_options(), model_table(model))`` as of ``rows`` (``CredentialsError``
+        when the key cannot be read: never kept). A model not in ``rows`` (disabled) is built
+        afresh each time: its fields are not part of the version."""
+        if rows != self._rows:
+            self._rows, self._built = rows, {}
+        built = self._built.get(model.pk)
+        if built is None:
+            built = (model.runtime_options(), model_table(model))
+            if any(row[0] == model.pk for row in rows):
+                self._built[model.pk] = built
+        return copy.deepcopy(built)
+
+
+def session_config(session_id: str, catalog: ModelCatalog | None = None) -> SessionConfig:
     """What the host needs for a view: its store's options (the main session's), its target
     and where its tools run. ``HostError`` when the session cannot run: a confined session
-    whose workdir it may no longer use, or a model whose API key cannot be read."""
+    whose workdir it may no longer use, or a model whose API key cannot be read. ``catalog``:
+    the host's ``ModelCatalog`` (default: built for this call alone)."""
     from studio.confinement import confinement_of
     from studio.credentials import CredentialsError
 
@@ -173,11 +200,11 @@ def session_config(session_id: str) -> SessionConfig:
     confinement = confinement_of(root)
     if confinement.mode == "refused":
         raise HostError("workdir_refused", confinement.summary)
+    rows = enabled_model_rows()
     try:
-        model_options = model.runtime_options()
+        model_options, models = (catalog or ModelCatalog()).parts(model, rows)
     except CredentialsError as exc:
         raise HostError("credentials", str(exc)) from None
-    rows = enabled_model_rows()
     return SessionConfig(
         session_id=str(session.pk),
         store=location_of(root),
@@ -189,7 +216,7 @@ def session_config(session_id: str) -> SessionConfig:
         root_id=str(root.pk),
         target_id=int(session.target_id),
         kind=str(session.kind),
-        models=model_table(model),
+        models=models,
         model_rows=rows,
         owner_id=int(root.owner_id),
         confinement=confinement,
@@ -395,8 +422,7 @@ def _newest_usage(
         where += f" AND u.{sql.column(UsageRecord, 'target_id')} IN ({', '.join(['%s'] * len(targets)) or 'NULL'})"
         params.extend(sorted(targets))
     statement = (
-        f"SELECT {selected}, {prompt} FROM {u} u WHERE {where} "
-        f"ORDER BY u.{sql.column(UsageRecord, 'id')} DESC LIMIT %s"
+        f"SELECT {selected}, {prompt} FROM {u} u WHERE {where} ORDER BY u.{sql.column(UsageRecord, 'id')} DESC LIMIT %s"
     )
     fields = [(UsageRecord, c) for c in _USAGE_COLUMNS] + [(Run, "prompt")]
     newest: list[dict[str, Any]] = []
@@ -432,5 +458,3 @@ def _usage_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
         total = sum(row[f] for f in _TOKEN_FIELDS[:4])
         bars.append({"x": x, "w": bar_w, "segments": segments, "label": f"Turn {offset + i + 1}: {total:,} tokens"})
     return {"bars": bars, "width": width, "height": height}
-
-

@@ -18,6 +18,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.db import transaction
 
+from agentcore.events import AgentEvent, SessionEvent
+from agentcore.session.snapshot import SessionSnapshot
 from studio import services
 from studio.host import status_feed
 from studio.host.fold import (
@@ -174,6 +176,20 @@ async def _read_ledger(hs: HostedSession) -> list[Any]:
         database_sync_to_async(store.usage_ledger) if store.is_postgres else _in_thread(store.usage_ledger)
     )
     return list(await read(hs.ledger_pos))
+
+
+async def catch_up(hs: HostedSession, event: AgentEvent) -> None:
+    """The store as the host opened it, before any command runs (the lease sets ``ready``
+    after this): ``serve()`` starts with a ``session`` event of the state it found — the one
+    snapshot built at open, so folding that same event then changes no page — and Studio's
+    rows follow what the store did unwatched (``follow_store``)."""
+    if isinstance(event, SessionEvent):
+        hs.opened(SessionSnapshot.model_validate(event.snapshot), event.snapshot)
+    elif hs.runtime is not None:  # serve() always starts with one; should it not, build it here
+        snapshot = hs.runtime.session_snapshot(published=True)
+        hs.opened(snapshot, snapshot.model_dump(mode="json"))
+    await follow_store(hs)
+    hs.caught_up = True
 
 
 async def follow_store(hs: HostedSession) -> None:

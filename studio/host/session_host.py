@@ -87,6 +87,7 @@ class SessionHost:
         self._view_roots: dict[str, str] = {}  # view id → its main session's id
         self._open_lock = asyncio.Lock()
         self._demo: Any = None  # one offline demo server shared by every demo session of this host
+        self.models = selectors.ModelCatalog()  # the registered models' options, per version
 
     def demo_base_url(self) -> str:
         """The base URL of this host's demo model server (started on first use).
@@ -309,9 +310,7 @@ class SessionHost:
             configured = (context.config.model or {}) if context is not None else {}
             if configured.get("model_id") != model_id:
                 version = context.config.version if context is not None else 0
-                await self.configure(
-                    view_id, expected_version=version, provider=provider, model_id=model_id
-                )
+                await self.configure(view_id, expected_version=version, provider=provider, model_id=model_id)
         return await self.prompt(view_id, prompt=message["prompt"], images=message["images"] or None)
 
     async def edit(self, view_id: str, *, entry_id: str, prompt: str, into: str | None = None) -> str:
@@ -398,7 +397,7 @@ class SessionHost:
         root_id = await database_sync_to_async(selectors.root_of)(str(view_id))
         hs = self._sessions.get(root_id)
         if hs is None:
-            config = await database_sync_to_async(selectors.session_config)(root_id)
+            config = await database_sync_to_async(selectors.session_config)(root_id, self.models)
             store = config.store
             lock: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         else:
@@ -452,7 +451,7 @@ class SessionHost:
         """Open a session this worker just claimed (its holder died or shut down): the lease task
         resumes the store's unfinished work, and every view gets a full render of the new
         holder's state (a new epoch and term, so watchers switch over)."""
-        config = await database_sync_to_async(selectors.session_config)(root_id)
+        config = await database_sync_to_async(selectors.session_config)(root_id, self.models)
         hs = await self._session(config)
         for view in hs.views.values():
             view.dirty.everything()
@@ -485,7 +484,7 @@ class SessionHost:
                 if view is not None:
                     hs.last_used = time.monotonic()
                     return hs, view
-        config = await database_sync_to_async(selectors.session_config)(str(view_id))
+        config = await database_sync_to_async(selectors.session_config)(str(view_id), self.models)
         hs = await self._session(config)
         view = hs.views.get(config.target_id)
         if view is None or view.view_id != config.session_id:
@@ -518,7 +517,7 @@ class SessionHost:
                     term = await self.leases.acquire(root_id) if self.leases is not None else 0
                     root = config if config.root_id == config.session_id else None
                     if root is None:
-                        root = await database_sync_to_async(selectors.session_config)(root_id)
+                        root = await database_sync_to_async(selectors.session_config)(root_id, self.models)
                     options = root.model_options
                     if options.get("provider") == "demo" and not options.get("base_url"):
                         options["base_url"] = self.demo_base_url()
@@ -558,14 +557,8 @@ class SessionHost:
             raise HostError(str(code), f"The session store could not be opened ({code}).") from exc
         hs.closing = False
         hs.ready = asyncio.Event()
-        runtime = hs.runtime
-        runtime.set_stream_window(self._window)
-        hs.snapshot = runtime.session_snapshot(published=True)
-        hs.snapshot_data = hs.snapshot.model_dump(mode="json")
-        for turn in hs.snapshot.turns:  # turns that ended before this host opened the store
-            if turn.status not in ("running", "queued"):
-                hs.context(turn.target_id).ended.add(turn.request_id)
-        await effects.follow_store(hs)
+        hs.caught_up = False  # the lease's first event is the store's state as opened (catch_up)
+        hs.runtime.set_stream_window(self._window)
         # Unfinished work the previous process left (an interrupted turn, queued inputs,
         # sleeping timers) resumes inside the lease: the driver finds it in the store.
         # Each task in a context of its own: not the request's (the lease outlives it), and not a
@@ -623,6 +616,8 @@ class SessionHost:
             try:
                 async with contextlib.aclosing(stream):  # type: ignore[type-var]  # serve() is an async generator
                     async for event in stream:
+                        if not hs.caught_up:
+                            await effects.catch_up(hs, event)
                         hs.ready.set()
                         hs.folding = True
                         streams = hs.live_turns()
@@ -679,6 +674,7 @@ class SessionHost:
             ctx.end(None)
             raise
         touch(hs, view, conversation=True, pending=True, controls=True)
+
 
 _host: SessionHost | None = None
 

@@ -35,3 +35,24 @@ async def test_a_new_sessions_store_is_opened_without_catching_up_on_runs_or_the
     assert log.touching("studio_run") == []
     assert log.touching('SELECT "ledger_pos"') == []  # services.ledger_position
     assert ledger_reads == []
+
+
+async def test_opening_a_store_builds_its_snapshot_once(
+    user: Any, make_session: Any, host: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S3: the store's state at open is the ``session`` event ``serve()`` starts with; the host
+    does not build a snapshot of the same state itself first (and the page shows it)."""
+    from agentcore.session.driver import SessionDriver
+
+    builds: list[bool] = []
+    real_snapshot = SessionDriver.snapshot
+
+    def counted(self: SessionDriver, *, published: bool = False) -> Any:
+        builds.append(published)
+        return real_snapshot(self, published=published)
+
+    monkeypatch.setattr(SessionDriver, "snapshot", counted)
+    session = await sync_to_async(make_session)(user)
+    state = await host.state(str(session.pk))
+    assert len(builds) == 1
+    assert state.snapshot is not None and state.snapshot["contexts"][0]["status"] == "idle"
