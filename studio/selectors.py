@@ -59,16 +59,19 @@ def root_of(session_id: str) -> str:
     return str(row or session_id)
 
 
-def views_of(root_id: str) -> list[tuple[str, int, str]]:
-    """Every view of a store: (session id, target id, kind), the main session first."""
-    c = {name: sql.column(StudioSession, name) for name in ("id", "root", "target_id", "kind", "last_activity")}
+def views_of(root_id: str) -> list[tuple[str, int, str, str]]:
+    """Every view of a store: (session id, target id, kind, the sessions list's status), the
+    main session first."""
+    names = ("id", "root", "target_id", "kind", "status", "last_activity")
+    c = {name: sql.column(StudioSession, name) for name in names}
     statement = (
-        f"SELECT {c['id']}, {c['target_id']}, {c['kind']} FROM {sql.table(StudioSession)}"
+        f"SELECT {c['id']}, {c['target_id']}, {c['kind']}, {c['status']} FROM {sql.table(StudioSession)}"
         f" WHERE {c['id']} = %s OR {c['root']} = %s ORDER BY {c['last_activity']} DESC"  # the model's ordering
     )
     key = sql.param(StudioSession, "id", root_id)
-    fields = [(StudioSession, "id"), (StudioSession, "target_id"), (StudioSession, "kind")]
-    return [(str(pk), int(target), str(kind)) for pk, target, kind in sql.fetch(statement, [key, key], fields)]
+    fields = [(StudioSession, name) for name in ("id", "target_id", "kind", "status")]
+    rows = sql.fetch(statement, [key, key], fields)
+    return [(str(pk), int(target), str(kind), str(status)) for pk, target, kind, status in rows]
 
 
 def view_for_target(root: StudioSession, target_id: int) -> StudioSession | None:

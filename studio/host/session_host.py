@@ -525,8 +525,8 @@ class SessionHost:
                         self.registry, root.confinement, demo=options.get("provider") == "demo"
                     )
                     hs = HostedSession(config=root, term=term)
-                    for view_id, target_id, kind in await database_sync_to_async(selectors.views_of)(root_id):
-                        hs.views[target_id] = View(view_id, target_id, kind=kind)
+                    for view_id, target_id, kind, status in await database_sync_to_async(selectors.views_of)(root_id):
+                        hs.views[target_id] = View(view_id, target_id, kind=kind, status=status)  # as the row says
                     self._sessions[root_id] = hs
                     await self._close_idle(keep=root_id)
         if hs.runtime is None:
@@ -592,7 +592,7 @@ class SessionHost:
         nothing runs — a sleeping timer keeps its store open, so it fires on time."""
         now = time.monotonic()
         for root_id, hs in list(self._sessions.items()):
-            if root_id != keep and hs.quiet() and now - hs.last_used > self._idle:
+            if root_id != keep and now - hs.last_used > self._idle and hs.quiet():
                 await self._forget(hs, active=False)
 
     async def _forget(self, hs: HostedSession, *, active: bool) -> None:

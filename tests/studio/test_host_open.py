@@ -56,3 +56,27 @@ async def test_opening_a_store_builds_its_snapshot_once(
     state = await host.state(str(session.pk))
     assert len(builds) == 1
     assert state.snapshot is not None and state.snapshot["contexts"][0]["status"] == "idle"
+
+
+async def test_opening_a_store_writes_no_status_the_sessions_row_already_has(
+    user: Any, make_session: Any, host: Any
+) -> None:
+    """W1: the sessions list's status is written when the store's state says otherwise than
+    the row — not at every opening of an idle store."""
+    session = await sync_to_async(make_session)(user)
+    async with statements_on_database_thread() as log:
+        await host.state(str(session.pk))
+    assert [s for s in log.statements if s.startswith("UPDATE") and '"status"' in s] == []
+
+
+async def test_opening_a_store_corrects_a_status_its_dead_host_left(user: Any, make_session: Any, host: Any) -> None:
+    """W1: a row still saying ``running`` (its host died mid-turn) shows the store's state once
+    the store is opened again."""
+    from studio.models import StudioSession
+
+    session = await sync_to_async(make_session)(user)
+    await sync_to_async(StudioSession.objects.filter(pk=session.pk).update)(status="running")
+    await host.state(str(session.pk))
+    await host.wait_idle(str(session.pk))
+    row = await sync_to_async(StudioSession.objects.get)(pk=session.pk)
+    assert row.status == "idle"
