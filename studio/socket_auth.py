@@ -3,13 +3,14 @@
 Channels' ``AuthMiddleware`` answers that through the ORM — the session row by a filtered
 ``get``, then the user row by another — and building those two queries cost more CPU than the
 rest of a socket's opening (~1.3 ms of ~1.5 ms per socket, measured on this project's machines;
-``studio.sql`` says why). ``SocketAuthMiddleware`` reads the same two rows with one plain
-statement each (``studio.sql``), in the same one database hop, and decides exactly as Django does
-on the common path: an unexpired session row, a user id and a backend this Studio lists, the
-model backend's user (``user_can_authenticate``: an inactive person is nobody), and a session
-hash equal to that user's current one. Nothing is cached: logging out deletes the row, changing
-the password changes the hash, and the very next socket is refused. Anything off that path — a
-custom backend, a hash that does not match (Channels then flushes the session) — goes through
+``studio.sql`` says why). Here the session is read by Studio's session engine
+(``studio.django_sessions``: one plain statement) and the user row with one plain statement
+(``studio.sql``), in the same one database hop, deciding exactly as Django does on the common
+path: a user id and a backend this Studio lists, the model backend's user
+(``user_can_authenticate``: an inactive person is nobody), and a session hash equal to that
+user's current one. Nothing is cached: logging out deletes the row, changing the password
+changes the hash, and the very next socket is refused. Anything off that path — a custom
+backend, a hash that does not match (Channels then flushes the session) — goes through
 Channels' own ``get_user``, so its behaviour is Django's in every case.
 """
 
@@ -25,14 +26,11 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.sessions.backends.base import SessionBase
-from django.contrib.sessions.models import Session
-from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from studio import sql
 
 _MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
-_DATABASE_SESSIONS = "django.contrib.sessions.backends.db"
 
 
 class SocketAuthMiddleware(AuthMiddleware):
@@ -51,17 +49,9 @@ def user_of_socket(scope: dict[str, Any]) -> Any:
     """The person whose session ``scope``'s cookie names, or ``AnonymousUser`` (sync: Django's
     database). The common case in two plain statements; every other case as Channels decides."""
     session: SessionBase = scope["session"]
-    if settings.SESSION_ENGINE != _DATABASE_SESSIONS:
-        return get_user.func(scope)
-    key = session.session_key
-    if not key:
-        return AnonymousUser()
-    data = _session_data(session, key)
-    if data is None:
-        return AnonymousUser()  # no such session, or expired: what loading it would give
-    try:
-        user_id = get_user_model()._meta.pk.to_python(data[SESSION_KEY])
-        backend_path = data[BACKEND_SESSION_KEY]
+    try:  # the session's one read (``studio.django_sessions``: one plain statement)
+        user_id = get_user_model()._meta.pk.to_python(session[SESSION_KEY])
+        backend_path = session[BACKEND_SESSION_KEY]
     except KeyError:
         return AnonymousUser()
     if backend_path != _MODEL_BACKEND or backend_path not in settings.AUTHENTICATION_BACKENDS:
@@ -72,20 +62,7 @@ def user_of_socket(scope: dict[str, Any]) -> Any:
     user = sql.one(model, **{model._meta.pk.name: user_id})
     if user is None or not backend.user_can_authenticate(user):
         return AnonymousUser()
-    session_hash = data.get(HASH_SESSION_KEY)
+    session_hash = session.get(HASH_SESSION_KEY)
     if not (session_hash and constant_time_compare(session_hash, user.get_session_auth_hash())):
         return get_user.func(scope)  # Channels flushes a session whose hash no longer matches
     return user
-
-
-def _session_data(session: SessionBase, key: str) -> dict[str, Any] | None:
-    """The decoded data of the unexpired session ``key`` (None: none), as the database session
-    backend (``session``'s) loads it — one plain statement reading the one column it decodes."""
-    data, ends, name = (sql.column(Session, n) for n in ("session_data", "expire_date", "session_key"))
-    statement = f"SELECT {data} FROM {sql.table(Session)} WHERE {name} = %s AND {ends} > %s"
-    params = [sql.param(Session, "session_key", key), sql.param(Session, "expire_date", timezone.now())]
-    rows = sql.fetch(statement, params, [(Session, "session_data")])
-    if not rows:
-        return None
-    decoded: dict[str, Any] = session.decode(rows[0][0])
-    return decoded

@@ -92,3 +92,22 @@ async def test_an_expired_session_cannot_open_a_socket(user: Any, make_session: 
     past = timezone.now() - timedelta(seconds=1)
     await sync_to_async(Session.objects.filter(session_key=key).update)(expire_date=past)
     assert await _connect(session.pk, client) == (False, CLOSE_UNAUTHENTICATED)
+
+
+def test_a_page_request_reads_only_the_session_data(user: Any) -> None:
+    """W6: the login wall reads the session's one decoded column with one plain statement
+    (``studio.django_sessions``), and a logged-out session's next page is the login page."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = _logged_in_client(user)
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get("/usage/").status_code == 200
+    reads = [q["sql"] for q in captured.captured_queries if "django_session" in q["sql"]]
+    assert len(reads) == 1, reads
+    selected = reads[0].split(" FROM ", 1)[0]
+    assert "session_data" in selected and "session_key" not in selected and "expire_date" not in selected
+    cookie = client.cookies["sessionid"].value
+    assert client.post("/logout/").status_code == 302
+    client.cookies["sessionid"] = cookie
+    assert client.get("/").status_code == 302  # to the login page
