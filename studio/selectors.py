@@ -425,7 +425,8 @@ def _newest_usage(
         where += f" AND u.{sql.column(UsageRecord, 'target_id')} IN ({', '.join(['%s'] * len(targets)) or 'NULL'})"
         params.extend(sorted(targets))
     statement = (
-        f"SELECT {selected}, {prompt} FROM {u} u WHERE {where} ORDER BY u.{sql.column(UsageRecord, 'id')} DESC LIMIT %s"
+        f"SELECT {selected}, {prompt} FROM {u} u WHERE {where} "
+        f"ORDER BY u.{sql.column(UsageRecord, 'id')} DESC LIMIT %s"
     )
     fields = [(UsageRecord, c) for c in _USAGE_COLUMNS] + [(Run, "prompt")]
     newest: list[dict[str, Any]] = []
@@ -461,3 +462,5 @@ def _usage_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
         total = sum(row[f] for f in _TOKEN_FIELDS[:4])
         bars.append({"x": x, "w": bar_w, "segments": segments, "label": f"Turn {offset + i + 1}: {total:,} tokens"})
     return {"bars": bars, "width": width, "height": height}
+
+

@@ -310,7 +310,9 @@ class SessionHost:
             configured = (context.config.model or {}) if context is not None else {}
             if configured.get("model_id") != model_id:
                 version = context.config.version if context is not None else 0
-                await self.configure(view_id, expected_version=version, provider=provider, model_id=model_id)
+                await self.configure(
+                    view_id, expected_version=version, provider=provider, model_id=model_id
+                )
         return await self.prompt(view_id, prompt=message["prompt"], images=message["images"] or None)
 
     async def edit(self, view_id: str, *, entry_id: str, prompt: str, into: str | None = None) -> str:
@@ -674,7 +676,6 @@ class SessionHost:
             ctx.end(None)
             raise
         touch(hs, view, conversation=True, pending=True, controls=True)
-
 
 _host: SessionHost | None = None
 

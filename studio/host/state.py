@@ -73,7 +73,7 @@ class HostedSession:
     folding: bool = False  # the lease is in the middle of folding one event
     flushing: bool = False  # the flush loop is rendering or sending a push
     closing: bool = False
-    caught_up: bool = False  # the lease has taken in the store's state at open (``_catch_up``)
+    caught_up: bool = False  # the lease has taken in the store's state at open (``effects.catch_up``)
     last_used: float = field(default_factory=time.monotonic)
     waiters: set[asyncio.Future[None]] = field(default_factory=set)  # wait_idle / wait_quiet
     ledger_pos: int = 0  # the store's usage ledger is reconciled up to here
