@@ -14,9 +14,9 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
 django_asgi_app = get_asgi_application()
 
+from studio.authentication import socket_auth_stack  # noqa: E402
 from studio.host.routing import HOST_CHANNEL, HostWorkerConsumer  # noqa: E402
 from studio.routing import websocket_urlpatterns  # noqa: E402
-from studio.socket_auth import socket_auth_stack  # noqa: E402
 
 _host_channels = {HOST_CHANNEL: HostWorkerConsumer.as_asgi()}
 

@@ -2,7 +2,7 @@
 plain statement.
 
 Every page, htmx request and WebSocket reads its Django session first (the login wall, the
-socket's ``studio.socket_auth``), and the ORM's filtered ``get`` that does it cost ~0.5 ms to
+socket's ``studio.authentication``), and the ORM's filtered ``get`` that does it cost ~0.5 ms to
 build on this project's machines against ~0.05 ms to run (``studio.sql`` says why). This store
 reads the same row — unexpired, by key — through ``studio.sql``, the one column ``load`` decodes;
 writing, expiry, ``exists`` and the signed encoding are Django's own, unchanged (same class

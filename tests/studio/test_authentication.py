@@ -1,5 +1,6 @@
-"""W6: who a session socket belongs to — read with plain statements, decided as Django decides:
-a logged-out, expired, re-keyed (password changed) or deactivated session opens no socket."""
+"""W6: who a request or a session socket belongs to — read with plain statements, decided as
+Django decides: a logged-out, expired, re-keyed (password changed) or deactivated session opens
+no socket and no page."""
 
 from __future__ import annotations
 
@@ -111,3 +112,20 @@ def test_a_page_request_reads_only_the_session_data(user: Any) -> None:
     assert client.post("/logout/").status_code == 302
     client.cookies["sessionid"] = cookie
     assert client.get("/").status_code == 302  # to the login page
+
+
+def test_a_changed_password_or_a_deactivated_person_gets_the_login_page(user: Any) -> None:
+    """W6: the login wall refuses a session whose hash no longer matches (and flushes it) and a
+    person who may no longer log in; a fresh login works again."""
+    client = _logged_in_client(user)
+    assert client.get("/usage/").status_code == 200
+    user.set_password("a-new-password-456")
+    user.save()
+    assert client.get("/usage/").status_code == 302
+    key = client.cookies["sessionid"].value
+    assert not Session.objects.filter(session_key=key).exists()
+    assert client.login(username=user.username, password="a-new-password-456")
+    assert client.get("/usage/").status_code == 200
+    user.is_active = False
+    user.save()
+    assert client.get("/usage/").status_code == 302
