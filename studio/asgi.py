@@ -7,7 +7,6 @@ sessions it holds a lease on (``studio.host.routing``, ``studio.host.leases``).
 
 import os
 
-from channels.auth import AuthMiddlewareStack
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 from django.core.asgi import get_asgi_application
@@ -15,6 +14,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
 django_asgi_app = get_asgi_application()
 
+from studio.authentication import socket_auth_stack  # noqa: E402
 from studio.host.routing import HOST_CHANNEL, HostWorkerConsumer  # noqa: E402
 from studio.routing import websocket_urlpatterns  # noqa: E402
 
@@ -23,7 +23,7 @@ _host_channels = {HOST_CHANNEL: HostWorkerConsumer.as_asgi()}
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": AllowedHostsOriginValidator(socket_auth_stack(URLRouter(websocket_urlpatterns))),
         "channel": ChannelNameRouter(_host_channels),
     }
 )

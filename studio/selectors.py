@@ -3,6 +3,7 @@ renders; page contexts are ``studio.pages``)."""
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from decimal import Decimal
 from typing import Any
@@ -51,16 +52,19 @@ def root_of(session_id: str) -> str:
     return str(row or session_id)
 
 
-def views_of(root_id: str) -> list[tuple[str, int, str]]:
-    """Every view of a store: (session id, target id, kind), the main session first."""
-    c = {name: sql.column(StudioSession, name) for name in ("id", "root", "target_id", "kind", "last_activity")}
+def views_of(root_id: str) -> list[tuple[str, int, str, str]]:
+    """Every view of a store: (session id, target id, kind, the sessions list's status), the
+    main session first."""
+    names = ("id", "root", "target_id", "kind", "status", "last_activity")
+    c = {name: sql.column(StudioSession, name) for name in names}
     statement = (
-        f"SELECT {c['id']}, {c['target_id']}, {c['kind']} FROM {sql.table(StudioSession)}"
+        f"SELECT {c['id']}, {c['target_id']}, {c['kind']}, {c['status']} FROM {sql.table(StudioSession)}"
         f" WHERE {c['id']} = %s OR {c['root']} = %s ORDER BY {c['last_activity']} DESC"  # the model's ordering
     )
     key = sql.param(StudioSession, "id", root_id)
-    fields = [(StudioSession, "id"), (StudioSession, "target_id"), (StudioSession, "kind")]
-    return [(str(pk), int(target), str(kind)) for pk, target, kind in sql.fetch(statement, [key, key], fields)]
+    fields = [(StudioSession, name) for name in ("id", "target_id", "kind", "status")]
+    rows = sql.fetch(statement, [key, key], fields)
+    return [(str(pk), int(target), str(kind), str(status)) for pk, target, kind, status in rows]
 
 
 def view_for_target(root: StudioSession, target_id: int) -> StudioSession | None:
@@ -153,10 +157,36 @@ def session_model_table(root_id: str) -> dict[str, Any]:
     return model_table(model)
 
 
-def session_config(session_id: str) -> SessionConfig:
+class ModelCatalog:
+    """Each registered model's runtime options (its decrypted key) and model table, as of one
+    version of the enabled models (``enabled_model_rows``, which holds every field either is
+    built from): a store's opening reads that one plain statement and decrypts nothing and
+    queries no table again until a model changes. The host owns one (no process-wide state);
+    callers get copies, so a change to one config never reaches another."""
+
+    def __init__(self) -> None:
+        self._rows: tuple[tuple[Any, ...], ...] = ()
+        self._built: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+    def parts(self, model: RegisteredModel, rows: tuple[tuple[Any, ...], ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(model.runtime_options(), model_table(model))`` as of ``rows`` (``CredentialsError``
+        when the key cannot be read: never kept). A model not in ``rows`` (disabled) is built
+        afresh each time: its fields are not part of the version."""
+        if rows != self._rows:
+            self._rows, self._built = rows, {}
+        built = self._built.get(model.pk)
+        if built is None:
+            built = (model.runtime_options(), model_table(model))
+            if any(row[0] == model.pk for row in rows):
+                self._built[model.pk] = built
+        return copy.deepcopy(built)
+
+
+def session_config(session_id: str, catalog: ModelCatalog | None = None) -> SessionConfig:
     """What the host needs for a view: its store's options (the main session's), its target
     and where its tools run. ``HostError`` when the session cannot run: a confined session
-    whose workdir it may no longer use, or a model whose API key cannot be read."""
+    whose workdir it may no longer use, or a model whose API key cannot be read. ``catalog``:
+    the host's ``ModelCatalog`` (default: built for this call alone)."""
     from studio.confinement import confinement_of
     from studio.credentials import CredentialsError
 
@@ -166,11 +196,11 @@ def session_config(session_id: str) -> SessionConfig:
     confinement = confinement_of(root)
     if confinement.mode == "refused":
         raise HostError("workdir_refused", confinement.summary)
+    rows = enabled_model_rows()
     try:
-        model_options = model.runtime_options()
+        model_options, models = (catalog or ModelCatalog()).parts(model, rows)
     except CredentialsError as exc:
         raise HostError("credentials", str(exc)) from None
-    rows = enabled_model_rows()
     return SessionConfig(
         session_id=str(session.pk),
         store=location_of(root),
@@ -182,7 +212,7 @@ def session_config(session_id: str) -> SessionConfig:
         root_id=str(root.pk),
         target_id=int(session.target_id),
         kind=str(session.kind),
-        models=model_table(model),
+        models=models,
         model_rows=rows,
         owner_id=int(root.owner_id),
         confinement=confinement,

@@ -4,8 +4,8 @@ A file is an agent store when its 100-byte SQLite header carries our ``applicati
 holds exactly the schema objects of its version; ``store_check`` verifies that (read-only)
 before anything writes to a file.
 
-A new store is built in a temporary file (rollback-journal mode, so every header field is in
-the main file), switched to WAL, and only then linked into place. A crash during creation
+A new store is built in memory (every header field in its image), marked WAL, written whole to
+a temporary file, fsynced, and only then linked into place. A crash during creation
 leaves at most a stray temp file, never a half-made store under the real name.
 
 Migrations: ``MIGRATIONS[n - 1]`` upgrades version ``n`` to ``n + 1``. A fresh store runs the
@@ -132,38 +132,65 @@ def migrate(conn: sqlite3.Connection, from_version: int) -> None:
     conn.execute("UPDATE meta SET schema_version = ? WHERE id = 1", (SCHEMA_VERSION,))
 
 
-def create_store_file(path: Path) -> None:
+#: The SQLite header's file format write and read versions (offsets 18 and 19): 1 is the
+#: rollback journal, 2 is WAL (https://www.sqlite.org/fileformat2.html#file_format_version_numbers).
+_HEADER_FORMAT_VERSIONS = slice(18, 20)
+_WAL_FORMAT = b"\x02\x02"
+
+
+def create_store_file(path: Path) -> tuple[int, int]:
     """Create a fresh, empty agent store at ``path``; ``FileExistsError`` if a file appeared
-    there meanwhile (an import links finished stores without the path lock).
+    there meanwhile (an import links finished stores without the path lock). Returns the new
+    file's identity (device, inode): an opener that then holds the lock of that very file knows
+    its whole content (``new_store_image``) without reading it back.
 
     The caller holds the path lock. Leftover ``-wal``/``-shm``/``-journal`` files of a deleted
     database are removed first: SQLite would otherwise replay a stale WAL into the new file.
+    The image is written whole and fsynced under a temporary name, then linked into place, so a
+    crash leaves at most a stray temp file, never a half-made store under the real name.
     """
     for suffix in ("-wal", "-shm", "-journal"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
     tmp = path.parent / f".agentcore-{uuid.uuid4().hex[:12]}.new"
     try:
-        conn = sqlite3.connect(tmp, isolation_level=None)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
-            conn.execute("PRAGMA journal_mode=DELETE")
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            for statement in SCHEMA_V1:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO meta (id, schema_version, fence, store_id, created, last_seq) VALUES (1, 1, 0, ?, ?, 0)",
-                (uuid.uuid4().hex, datetime.now(UTC).isoformat(timespec="seconds")),
-            )
-            migrate(conn, 1)
-            conn.execute("COMMIT")
-            conn.execute("PRAGMA journal_mode=WAL")
+            image = memoryview(new_store_image())
+            while image:
+                image = image[os.write(fd, image) :]
+            os.fsync(fd)
+            st = os.fstat(fd)
         finally:
-            conn.close()
-        fsync_file(tmp)
+            os.close(fd)
         link_new_file(tmp, path)
         fsync_dir(path.parent)
+        return st.st_dev, st.st_ino
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def new_store_image() -> bytes:
+    """The bytes of a new, empty agent store at ``SCHEMA_VERSION`` with a store id of its own:
+    the frozen v1 DDL and every migration (so new and migrated stores have one shape), built in
+    memory — no journal, no file — and marked as a WAL database in its header, as
+    ``PRAGMA journal_mode=WAL`` would mark it (agentcore stores are always in WAL mode)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute("BEGIN IMMEDIATE")
+        for statement in SCHEMA_V1:
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO meta (id, schema_version, fence, store_id, created, last_seq) VALUES (1, 1, 0, ?, ?, 0)",
+            (uuid.uuid4().hex, datetime.now(UTC).isoformat(timespec="seconds")),
+        )
+        migrate(conn, 1)
+        conn.execute("COMMIT")
+        image = bytearray(conn.serialize())
+    finally:
+        conn.close()
+    image[_HEADER_FORMAT_VERSIONS] = _WAL_FORMAT
+    return bytes(image)
 
 
 def link_new_file(tmp: Path, path: Path) -> None:

@@ -17,7 +17,8 @@ Guarantees (SPEC D1, D4, D8; DURABILITY invariants 1-3, 15, 18):
   anyway can never write after a newer owner opened (``store_fenced``).
 - Check first, write after: ``open`` runs every ``store_check`` check read-only (and keeps the
   rows it read for the first ``load``) before the migration and the fence bump, so a refused
-  file and its logs stay byte-for-byte as they were.
+  file and its logs stay byte-for-byte as they were. A store the same ``open`` has just created
+  (and whose file it holds the lock of, by identity) is not read back: its content is known.
 - ``close()`` writes nothing (SQLite may checkpoint the WAL, which changes no content) and
   releases only this storage's own lease.
 """
@@ -99,6 +100,7 @@ class SqliteStorage:
         if preloaded is not None:
             preloaded.owner_id, preloaded.fence = self.owner_id, fence
         self._preloaded = preloaded  # the rows open() checked, served once by the first load()
+        self._created = False
 
     @classmethod
     def open(
@@ -127,14 +129,17 @@ class SqliteStorage:
             ) from exc
         conn: sqlite3.Connection | None = None
         try:
-            _hold_store_file(lease, real, label)
-            checked = check_store(real, where=label, read_state=True)  # read-only: refuse before any write
+            created = _hold_store_file(lease, real, label)
+            if created:
+                checked = _new_store_checked()  # made by this call, under both locks: nothing to distrust
+            else:
+                checked = check_store(real, where=label, read_state=True)  # read-only: refuse before any write
             conn = sqlite3.connect(real, isolation_level=None, check_same_thread=False)
             _check_identity(lease, real, label)
             fence, last_seq = _prepare(conn, label, checked, synchronous, busy_timeout_ms)
             preloaded = checked.state if checked.version == SCHEMA_VERSION else None  # a migration may change rows
             storage = cls(label, conn, lease, fence, last_seq, preloaded)
-            storage._file = real
+            storage._file, storage._created = real, created
             return storage
         except BaseException as exc:
             if conn is not None:
@@ -145,6 +150,12 @@ class SqliteStorage:
             if isinstance(exc, OSError):
                 raise StoreError(STORE_INVALID, f"{path}: {exc}", details={"path": str(path)}) from exc
             raise
+
+    @property
+    def created(self) -> bool:
+        """This open created the store (nothing was at the path): it held no rows before, so a
+        host that mirrors a store's rows elsewhere has nothing to catch up on."""
+        return self._created
 
     @property
     def path(self) -> Path:
@@ -317,21 +328,33 @@ class SqliteStorageFactory:
         return storage, storage.close
 
 
-def _hold_store_file(lease: OwnerLease, real: Path, label: str) -> None:
+def _hold_store_file(lease: OwnerLease, real: Path, label: str) -> bool:
     """Take the store-file lock, creating the store first if the path is free (under the path
-    lock). A zero-byte file with no log next to it holds nothing and becomes a new store."""
+    lock). A zero-byte file with no log next to it holds nothing and becomes a new store.
+
+    Returns whether the file now held is the very one this call created (same device and
+    inode): its content is then exactly ``new_store_image``'s, which nobody else could have
+    written — the path lock kept other openers out, and the store-file lock is held from here on."""
+    created: tuple[int, int] | None = None
     for _ in range(4):
         try:
             store_file = lease.hold_store_file(real)
         except FileNotFoundError:
             with contextlib.suppress(FileExistsError):  # an import linked a finished store here meanwhile
-                create_store_file(real)
+                created = create_store_file(real)
             continue
         if classify_store_file(store_file.fd, real, label) == "agent":
-            return
+            return created is not None and store_file.identity == created
         real.unlink()  # while still holding its lock
         lease.drop_store_file()
     raise StoreError(STORE_INVALID, f"{label}: the file at this path keeps changing while it is opened")
+
+
+def _new_store_checked() -> CheckedStore:
+    """What ``check_store`` reads from a store ``create_store_file`` just made: version
+    ``SCHEMA_VERSION``, fence and seq 0, no rows. ``_prepare`` still compares these with the
+    file inside its immediate transaction before the first write."""
+    return CheckedStore(SCHEMA_VERSION, 0, 0, StoreState("", 0, 0, [], {}, [], {}, {}))
 
 
 def _check_identity(lease: OwnerLease, real: Path, label: str) -> None:

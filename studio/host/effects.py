@@ -18,6 +18,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.db import transaction
 
+from agentcore.events import AgentEvent, SessionEvent
+from agentcore.session.snapshot import SessionSnapshot
 from studio import services
 from studio.host import status_feed
 from studio.host.fold import (
@@ -176,13 +178,41 @@ async def _read_ledger(hs: HostedSession) -> list[Any]:
     return list(await read(hs.ledger_pos))
 
 
+async def catch_up(hs: HostedSession, event: AgentEvent) -> None:
+    """The store as the host opened it, before any command runs (the lease sets ``ready``
+    after this): ``serve()`` starts with a ``session`` event of the state it found — the one
+    snapshot built at open, so folding that same event then changes no page — and Studio's
+    rows follow what the store did unwatched (``follow_store``)."""
+    if isinstance(event, SessionEvent):
+        hs.opened(SessionSnapshot.model_validate(event.snapshot), event.snapshot)
+    elif hs.runtime is not None:  # serve() always starts with one; should it not, build it here
+        snapshot = hs.runtime.session_snapshot(published=True)
+        hs.opened(snapshot, snapshot.model_dump(mode="json"))
+    await follow_store(hs)
+    hs.caught_up = True
+
+
 async def follow_store(hs: HostedSession) -> None:
     """Studio's rows follow what the store did while no host of this process watched it (turns
-    a dead process left open, usage it did not copy), as the host opens the store."""
+    a dead process left open, usage it did not copy), as the host opens the store.
+
+    A store the runtime's open has just created held nothing before, so there is nothing to
+    follow: no turn to close, no ledger row to copy (its ledger starts at position 0). A backend
+    that cannot tell (PostgreSQL, a custom ``storage=``) is followed as always. Studio's turn
+    rows are read only when the store has turns, and in the same hop as the ledger position."""
+    runtime = hs.runtime
+    if runtime is not None and getattr(runtime.parts.storage, "created", False):
+        hs.ledger_pos = 0
+        return
     views = {target: view.view_id for target, view in hs.views.items()}
     turns = (hs.snapshot_data or {}).get("turns") or []
-    await database_sync_to_async(services.runs_reconcile)(views, turns)
-    hs.ledger_pos = await database_sync_to_async(services.ledger_position)(hs.root_id)
+
+    def reconcile() -> int:
+        if turns:  # no turn in the store: no Studio row can take a store's outcome
+            services.runs_reconcile(views, turns)
+        return services.ledger_position(hs.root_id)
+
+    hs.ledger_pos = await database_sync_to_async(reconcile)()
     await sync_usage(hs)
 
 

@@ -87,6 +87,7 @@ class SessionHost:
         self._view_roots: dict[str, str] = {}  # view id → its main session's id
         self._open_lock = asyncio.Lock()
         self._demo: Any = None  # one offline demo server shared by every demo session of this host
+        self.models = selectors.ModelCatalog()  # the registered models' options, per version
 
     def demo_base_url(self) -> str:
         """The base URL of this host's demo model server (started on first use).
@@ -398,7 +399,7 @@ class SessionHost:
         root_id = await database_sync_to_async(selectors.root_of)(str(view_id))
         hs = self._sessions.get(root_id)
         if hs is None:
-            config = await database_sync_to_async(selectors.session_config)(root_id)
+            config = await database_sync_to_async(selectors.session_config)(root_id, self.models)
             store = config.store
             lock: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         else:
@@ -452,7 +453,7 @@ class SessionHost:
         """Open a session this worker just claimed (its holder died or shut down): the lease task
         resumes the store's unfinished work, and every view gets a full render of the new
         holder's state (a new epoch and term, so watchers switch over)."""
-        config = await database_sync_to_async(selectors.session_config)(root_id)
+        config = await database_sync_to_async(selectors.session_config)(root_id, self.models)
         hs = await self._session(config)
         for view in hs.views.values():
             view.dirty.everything()
@@ -485,7 +486,7 @@ class SessionHost:
                 if view is not None:
                     hs.last_used = time.monotonic()
                     return hs, view
-        config = await database_sync_to_async(selectors.session_config)(str(view_id))
+        config = await database_sync_to_async(selectors.session_config)(str(view_id), self.models)
         hs = await self._session(config)
         view = hs.views.get(config.target_id)
         if view is None or view.view_id != config.session_id:
@@ -518,7 +519,7 @@ class SessionHost:
                     term = await self.leases.acquire(root_id) if self.leases is not None else 0
                     root = config if config.root_id == config.session_id else None
                     if root is None:
-                        root = await database_sync_to_async(selectors.session_config)(root_id)
+                        root = await database_sync_to_async(selectors.session_config)(root_id, self.models)
                     options = root.model_options
                     if options.get("provider") == "demo" and not options.get("base_url"):
                         options["base_url"] = self.demo_base_url()
@@ -526,8 +527,8 @@ class SessionHost:
                         self.registry, root.confinement, demo=options.get("provider") == "demo"
                     )
                     hs = HostedSession(config=root, term=term)
-                    for view_id, target_id, kind in await database_sync_to_async(selectors.views_of)(root_id):
-                        hs.views[target_id] = View(view_id, target_id, kind=kind)
+                    for view_id, target_id, kind, status in await database_sync_to_async(selectors.views_of)(root_id):
+                        hs.views[target_id] = View(view_id, target_id, kind=kind, status=status)  # as the row says
                     self._sessions[root_id] = hs
                     await self._close_idle(keep=root_id)
         if hs.runtime is None:
@@ -558,14 +559,8 @@ class SessionHost:
             raise HostError(str(code), f"The session store could not be opened ({code}).") from exc
         hs.closing = False
         hs.ready = asyncio.Event()
-        runtime = hs.runtime
-        runtime.set_stream_window(self._window)
-        hs.snapshot = runtime.session_snapshot(published=True)
-        hs.snapshot_data = hs.snapshot.model_dump(mode="json")
-        for turn in hs.snapshot.turns:  # turns that ended before this host opened the store
-            if turn.status not in ("running", "queued"):
-                hs.context(turn.target_id).ended.add(turn.request_id)
-        await effects.follow_store(hs)
+        hs.caught_up = False  # the lease's first event is the store's state as opened (catch_up)
+        hs.runtime.set_stream_window(self._window)
         # Unfinished work the previous process left (an interrupted turn, queued inputs,
         # sleeping timers) resumes inside the lease: the driver finds it in the store.
         # Each task in a context of its own: not the request's (the lease outlives it), and not a
@@ -599,7 +594,7 @@ class SessionHost:
         nothing runs — a sleeping timer keeps its store open, so it fires on time."""
         now = time.monotonic()
         for root_id, hs in list(self._sessions.items()):
-            if root_id != keep and hs.quiet() and now - hs.last_used > self._idle:
+            if root_id != keep and now - hs.last_used > self._idle and hs.quiet():
                 await self._forget(hs, active=False)
 
     async def _forget(self, hs: HostedSession, *, active: bool) -> None:
@@ -623,6 +618,8 @@ class SessionHost:
             try:
                 async with contextlib.aclosing(stream):  # type: ignore[type-var]  # serve() is an async generator
                     async for event in stream:
+                        if not hs.caught_up:
+                            await effects.catch_up(hs, event)
                         hs.ready.set()
                         hs.folding = True
                         streams = hs.live_turns()

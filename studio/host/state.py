@@ -73,6 +73,7 @@ class HostedSession:
     folding: bool = False  # the lease is in the middle of folding one event
     flushing: bool = False  # the flush loop is rendering or sending a push
     closing: bool = False
+    caught_up: bool = False  # the lease has taken in the store's state at open (``effects.catch_up``)
     last_used: float = field(default_factory=time.monotonic)
     waiters: set[asyncio.Future[None]] = field(default_factory=set)  # wait_idle / wait_quiet
     ledger_pos: int = 0  # the store's usage ledger is reconciled up to here
@@ -92,6 +93,14 @@ class HostedSession:
         if ctx is None:
             ctx = self.contexts[target_id] = ContextLive(target_id)
         return ctx
+
+    def opened(self, snapshot: SessionSnapshot, data: dict[str, Any]) -> None:
+        """Take the store's state as this host opened it: shown as it is, and its turns that
+        had ended already are never live ones here."""
+        self.snapshot, self.snapshot_data = snapshot, data
+        for turn in snapshot.turns:
+            if turn.status not in ("running", "queued"):
+                self.context(turn.target_id).ended.add(turn.request_id)
 
     def snapshot_context(self, target_id: int) -> ContextState | None:
         for context in self.snapshot.contexts if self.snapshot is not None else []:

@@ -1,0 +1,102 @@
+"""Who a request or a socket belongs to: the person of the Django session it names (SPEC W6).
+
+Django's ``AuthenticationMiddleware`` and Channels' ``AuthMiddleware`` answer that through the
+ORM — the session row, then the user row by a ``get`` built on every page, htmx request and
+socket, which cost more CPU than running it (``studio.sql`` says why). Here the session is read
+by Studio's session engine (``studio.django_sessions``: one plain statement) and the user row
+with one plain statement (``studio.sql``), and ``session_user`` decides exactly as Django does
+on the common path: a user id and a backend this Studio lists (the model backend), a user who
+may authenticate (``user_can_authenticate``: an inactive person is nobody), and a session hash
+equal to that user's current one. Nothing is cached across requests: logging out deletes the
+session row, changing the password changes the hash, and the very next request or socket is
+refused. Anything off that path — another backend, a hash that does not match (then Django
+tries its fallback secrets, or flushes the session) — is decided by the framework's own
+``get_user``, so the behaviour is Django's in every case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.auth import AuthMiddleware, get_user
+from channels.db import database_sync_to_async
+from channels.sessions import CookieMiddleware, SessionMiddleware
+from django.conf import settings
+from django.contrib import auth
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
+from django.contrib.auth import middleware as auth_middleware
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.sessions.backends.base import SessionBase
+from django.http import HttpRequest
+from django.utils.crypto import constant_time_compare
+from django.utils.functional import SimpleLazyObject
+
+from studio import sql
+
+_MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+def session_user(session: SessionBase) -> Any:
+    """The person ``session`` names on the common path, ``AnonymousUser`` when it names nobody
+    who may log in, or None when the decision is the framework's (another backend, a hash that
+    does not match: its ``get_user`` may rotate or flush the session). Sync: the database."""
+    try:  # the session's one read
+        user_id = get_user_model()._meta.pk.to_python(session[SESSION_KEY])
+        backend_path = session[BACKEND_SESSION_KEY]
+    except KeyError:
+        return AnonymousUser()
+    if backend_path != _MODEL_BACKEND or backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return None
+    backend = load_backend(backend_path)
+    assert isinstance(backend, ModelBackend)
+    model = get_user_model()
+    user = sql.one(model, **{model._meta.pk.name: user_id})
+    if user is None or not backend.user_can_authenticate(user):
+        return AnonymousUser()
+    session_hash = session.get(HASH_SESSION_KEY)
+    if not (session_hash and constant_time_compare(session_hash, user.get_session_auth_hash())):
+        return None
+    return user
+
+
+# -- pages and htmx requests ------------------------------------------------------------------
+
+
+class AuthenticationMiddleware(auth_middleware.AuthenticationMiddleware):
+    """Django's ``AuthenticationMiddleware`` whose ``request.user`` is ``session_user``'s (once
+    per request, as Django caches it); ``request.auser`` stays Django's."""
+
+    def process_request(self, request: HttpRequest) -> None:
+        super().process_request(request)
+        request.user = SimpleLazyObject(lambda: _request_user(request))
+
+
+def _request_user(request: HttpRequest) -> Any:
+    cached = getattr(request, "_cached_user", None)
+    if cached is None:
+        user = session_user(request.session)
+        cached = user if user is not None else auth.get_user(request)
+        request._cached_user = cached  # Django's own cache attribute
+    return cached
+
+
+# -- sockets ----------------------------------------------------------------------------------
+
+
+class SocketAuthMiddleware(AuthMiddleware):
+    """Channels' ``AuthMiddleware`` with ``user_of_socket`` as its one database hop."""
+
+    async def resolve_scope(self, scope: dict[str, Any]) -> None:
+        scope["user"]._wrapped = await database_sync_to_async(user_of_socket)(scope)
+
+
+def socket_auth_stack(inner: Any) -> Any:
+    """Cookies, then the lazy session, then the person: Channels' stack with Studio's reads."""
+    return CookieMiddleware(SessionMiddleware(SocketAuthMiddleware(inner)))
+
+
+def user_of_socket(scope: dict[str, Any]) -> Any:
+    """The person whose session ``scope``'s cookie names, or ``AnonymousUser``."""
+    user = session_user(scope["session"])
+    return user if user is not None else get_user.func(scope)
