@@ -53,6 +53,7 @@ RAW_ARGUMENTS_KEY = "__raw_arguments__"
 engine can tell the model its call was malformed instead of the adapter crashing."""
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=60.0)
+"""The client's own timeouts: a request of an adapter replaces them with its stream bounds."""
 
 
 @functools.cache
@@ -63,12 +64,25 @@ def default_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def new_http_client() -> httpx.AsyncClient:
-    """One pooled client per registry/provider, never one per request."""
+def new_http_client(
+    *, max_connections: int | None = 100, max_keepalive_connections: int = 20, keepalive_expiry: float = 30.0
+) -> httpx.AsyncClient:
+    """A pooled client as the adapters want it: one per runtime by default, or one per host
+    process passed to every runtime as ``create_agent(http_client=...)``, so connections are
+    reused across runtimes (a session's first request then skips the TCP connect) and the
+    client is built once, not once per runtime (its construction reads the proxy environment).
+
+    A host with many concurrent streams raises ``max_connections`` (``None``: no limit) and
+    ``max_keepalive_connections`` to the streams it runs at once: a request that finds the
+    pool full waits for a connection, and that wait counts against ``stream_timeouts.connect_s``."""
     return httpx.AsyncClient(
         verify=default_ssl_context(),
         timeout=DEFAULT_TIMEOUT,
-        limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0),
+        limits=httpx.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=max_keepalive_connections,
+            keepalive_expiry=keepalive_expiry,
+        ),
     )
 
 
