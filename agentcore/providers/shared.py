@@ -64,25 +64,13 @@ def default_ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def new_http_client(
-    *, max_connections: int | None = 100, max_keepalive_connections: int = 20, keepalive_expiry: float = 30.0
-) -> httpx.AsyncClient:
-    """A pooled client as the adapters want it: one per runtime by default, or one per host
-    process passed to every runtime as ``create_agent(http_client=...)``, so connections are
-    reused across runtimes (a session's first request then skips the TCP connect) and the
-    client is built once, not once per runtime (its construction reads the proxy environment).
-
-    A host with many concurrent streams raises ``max_connections`` (``None``: no limit) and
-    ``max_keepalive_connections`` to the streams it runs at once: a request that finds the
-    pool full waits for a connection, and that wait counts against ``stream_timeouts.connect_s``."""
+def new_http_client() -> httpx.AsyncClient:
+    """One pooled client per registry/provider, never one per request (a host running many
+    runtimes gives them one ``connection_lanes.new_host_http_client`` instead)."""
     return httpx.AsyncClient(
         verify=default_ssl_context(),
         timeout=DEFAULT_TIMEOUT,
-        limits=httpx.Limits(
-            max_connections=max_connections,
-            max_keepalive_connections=max_keepalive_connections,
-            keepalive_expiry=keepalive_expiry,
-        ),
+        limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0),
     )
 
 

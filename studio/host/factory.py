@@ -5,7 +5,8 @@ benchmarks; whatever it returns must be an ``AgentRuntime`` with the session pro
 
 Every runtime of a host process sends its model requests through the host's one pooled HTTP
 client (``host_http_client``, passed as ``config.http_client``; the host closes it when it shuts
-down): connections are reused across sessions, and no runtime builds a client of its own.
+down): connections are reused across sessions, and no runtime builds a client of its own
+(agentcore's ``new_host_http_client``, whose cost per request does not grow with the sessions).
 """
 
 from __future__ import annotations
@@ -53,18 +54,11 @@ async def agentcore_runtime_factory(config: SessionConfig, **extra: Any) -> Agen
     )
 
 
-HOST_KEEPALIVE_CONNECTIONS = 256
-"""Idle connections the host's pool keeps (30 s each): enough for every stream of a busy host
-to find one when its next turn starts. Connections in use are not limited: a host bounds its
-streams itself (one per live turn), and a request waiting for a free connection would count
-against ``stream_timeouts.connect_s``."""
-
-
 def host_http_client() -> httpx.AsyncClient:
     """The pooled client every runtime of one host process shares (the host closes it)."""
-    from agentcore import new_http_client
+    from agentcore import new_host_http_client
 
-    return new_http_client(max_connections=None, max_keepalive_connections=HOST_KEEPALIVE_CONNECTIONS)
+    return new_host_http_client()
 
 
 async def close_shared(demo: Any, client: httpx.AsyncClient | None) -> None:

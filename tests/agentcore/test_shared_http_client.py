@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agentcore import create_agent, new_http_client
+from agentcore import create_agent, new_host_http_client
 from agentcore.errors import InputValidationError
 from agentcore.testing import FakeProviderServer, Text
 from tests.helpers import collect, final, text_of
@@ -43,7 +43,7 @@ async def test_runtimes_given_one_client_reuse_its_connection_and_leave_it_open(
 ) -> None:
     """R1: three runtimes opened one after another on one ``http_client`` send their requests
     over ONE TCP connection, and the client is still open (and usable) after all closed."""
-    client = new_http_client()
+    client = new_host_http_client()
     try:
         for _ in range(3):
             assert await _answer_once(fake_server, workspace, http_client=client) == "pong"
