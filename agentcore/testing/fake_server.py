@@ -382,7 +382,7 @@ class FakeProviderServer:
         return keep_alive
 
     def _record(
-        self, raw: http11.RawRequest, path: str, api_kind: str, payload: Any, connection: int
+        self, raw: http11.RawRequest, path: str, api_kind: str, payload: Any, connection: int = 0
     ) -> RecordedRequest:
         with self._lock:
             record = RecordedRequest(
