@@ -9,29 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
 
 from agentcore.testing.fake_server import FakeProviderServer
 from studio.host.session_host import SessionHost, set_session_host
-from tests.studio.fakes import responder, scripted_model
+from tests.studio.fakes import responder, scripted_model, scripted_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def _turn(host: SessionHost, server: FakeProviderServer, user: Any, model: Any, workdir: str) -> set[int]:
     """A new session's first turn; the connections its requests came on."""
-    from studio import services
-
     before = len(server.requests)
-    session = await sync_to_async(services.session_create)(
-        owner=user,
-        registered_model=model,
-        workdir=workdir,
-        permission_policy="read-only",
-        effort="low",
-        mode="build",
-        tool_isolation="host",
-    )
+    session, _client = await scripted_session(user, server, workdir=workdir, model=model)
     sent = await host.prompt(str(session.pk), prompt="say hello", agent="build")
     assert sent["status"] == "accepted"
     await host.wait_idle(str(session.pk))
