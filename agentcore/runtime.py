@@ -488,7 +488,7 @@ async def create_agent(
     ``tracing`` turns OpenTelemetry spans on or off (see ``agentcore.tracing.resolve_tracing``).
     ``clock`` (epoch milliseconds, ``agentcore.clock``) is the wall clock every committed time
     is read from (the Trace's axis); tests pass a fake one. ``http_client`` is a host's pooled
-    ``httpx.AsyncClient`` (``agentcore.new_http_client``) that every model request of this
+    ``httpx.AsyncClient`` (``agentcore.new_host_http_client``) that every model request of this
     runtime goes through and that ``close()`` leaves open: a host running many runtimes passes
     one, so their connections are reused; without it the runtime makes (and closes) its own.
     """

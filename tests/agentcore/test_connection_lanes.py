@@ -12,6 +12,7 @@ import asyncio
 import json
 
 import httpx
+import pytest
 
 from agentcore import new_host_http_client
 from agentcore.providers.connection_lanes import LaneTransport
@@ -90,3 +91,20 @@ async def test_closing_the_client_closes_every_lane(fake_server: FakeProviderSer
     await _complete(client, fake_server)
     await client.aclose()
     assert transport.lanes == 0
+
+
+async def test_a_proxy_named_by_the_environment_is_honoured(
+    fake_server: FakeProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client on a custom transport would ignore ``HTTP_PROXY``: with a proxy named, the host
+    client is httpx's own, and the request goes to the proxy (here the fake server, which
+    answers the proxied request) for a host that does not even resolve."""
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", fake_server.url)
+    fake_server.enqueue([Text("via the proxy")])
+    async with new_host_http_client() as client:
+        url = "http://provider.invalid/v1/chat/completions"
+        async with client.stream("POST", url, content=BODY) as response:
+            assert response.status_code == 200
+            assert b"via the proxy" in await response.aread()
