@@ -6,8 +6,9 @@ session opened instead of connecting anew. httpx's own pool cannot be that clien
 httpcore re-examines every connection it holds whenever a request starts or a response
 closes (closed? expired? readable? idle? — and for each idle one it counts all connections
 again), so with N streams open each request costs O(N) Python calls, O(N²) once many are
-idle. Measured with 50 concurrent 60-token turns in one process: one shared httpx pool
-raised agentcore's CPU per turn from ~16 to ~30 ms (767,750 ``is_idle`` calls in one round).
+idle. Measured with 50 concurrent 60-token turns in one process: one shared httpx pool cost
+4-7 ms more agentcore CPU per turn than a client per runtime (767,750 ``is_idle`` calls in one
+round of 50 turns); these lanes cost what private clients cost.
 
 ``LaneTransport`` keeps httpx's pool but gives each connection a pool of its own (a *lane*:
 an ``httpx.AsyncHTTPTransport`` limited to one connection) and lends lanes one request at a
