@@ -15,14 +15,13 @@ included) and the median of the others, CPU ms per turn (``process_time`` / N).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shutil
 import statistics
 import tempfile
 from pathlib import Path
 
 import httpx
-from agentcore_sessions import HERE, agent_round, open_sessions
+from agentcore_sessions import agent_round, open_sessions, run_with_provider
 from loopkit import ProviderProcess, machine
 
 from agentcore import new_host_http_client
@@ -67,10 +66,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds per group (default 5)")
     parser.add_argument("--tokens", type=int, default=60, help="chunks per answer (default 60)")
     parser.add_argument("--pace-ms", type=float, default=20.0, help="between chunks (default 20)")
-    args = parser.parse_args()
-    server = [str(HERE / "studio_overhead.py"), "--serve", str(args.tokens), str(args.pace_ms)]
-    with ProviderProcess(server) as provider:
-        asyncio.run(run(args, provider))
+    run_with_provider(run, parser.parse_args())
 
 
 if __name__ == "__main__":

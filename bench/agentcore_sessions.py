@@ -359,10 +359,15 @@ def main() -> None:
     )
     parser.add_argument("--profile", type=Path, help="py-spy raw samples of agentcore's rounds to this file")
     parser.add_argument("--cprofile", type=int, metavar="N", help="print cProfile's top N functions instead")
-    args = parser.parse_args()
+    run_with_provider(run, parser.parse_args())
+
+
+def run_with_provider(body: Any, args: argparse.Namespace) -> None:
+    """``asyncio.run(body(args, provider))`` with the stamping provider (``--tokens``,
+    ``--pace-ms``) in a child process."""
     server = [str(HERE / "studio_overhead.py"), "--serve", str(args.tokens), str(args.pace_ms)]
     with ProviderProcess(server) as provider:
-        asyncio.run(run(args, provider))
+        asyncio.run(body(args, provider))
 
 
 if __name__ == "__main__":
