@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from agentcore.inputs import AgentInput, AskResume, ImageInput, PlanResume, ToolApprovalResume
     from agentcore.models.attributes import ModelAttributes, parse_model_attributes
     from agentcore.offline import cancel_agent_conversation
+    from agentcore.providers.connection_lanes import new_host_http_client
     from agentcore.runtime import AgentRuntime, create_agent
     from agentcore.sync import run_sync
     from agentcore.tools.base import AgentTool, ToolContext, ToolDefinition, ToolResult
@@ -78,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "estimate_agent_context_tokens": "agentcore.context.estimate",
     "export_agent_database": "agentcore.harness.backup",
     "import_agent_database": "agentcore.harness.backup",
+    "new_host_http_client": "agentcore.providers.connection_lanes",
     "parse_model_attributes": "agentcore.models.attributes",
     "otlp_document": "agentcore.trace",
     "postgres_storage": "agentcore.harness.postgres_store",  # needs the postgres extra (psycopg)
@@ -123,6 +125,7 @@ __all__ = [
     "estimate_agent_context_tokens",
     "export_agent_database",
     "import_agent_database",
+    "new_host_http_client",
     "otlp_document",
     "parse_model_attributes",
     "postgres_storage",

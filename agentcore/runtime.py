@@ -20,6 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, assert_never
 
+import httpx
+
 from agentcore.admission import Fresh, Paused, Replayed, Unfinished, admit, load_images, prepare_start, running_receipt
 from agentcore.clock import WallClock, system_clock
 from agentcore.compaction.settings import CompactionSettings
@@ -85,6 +87,7 @@ class AgentRuntime:
         session: SessionOptions | None = None,
         tracer: Tracer | None = None,
         clock: WallClock | None = None,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.options = options
         self.tracer = tracer
@@ -94,7 +97,7 @@ class AgentRuntime:
         self._storage: AgentStorage | None = None
         self._release: Any = None
         self._view: StoreView | None = None
-        self._providers = ProviderRegistry(timeouts=options.stream_timeouts.settings())
+        self._providers = ProviderRegistry(http_client, timeouts=options.stream_timeouts.settings())
         self._session_options = session
         self.config = ConfigResolver(
             options,
@@ -473,6 +476,7 @@ async def create_agent(
     sleep: Sleep | None = None,
     tracing: Any = None,
     clock: WallClock | None = None,
+    http_client: httpx.AsyncClient | None = None,
     **options: Any,
 ) -> AgentRuntime:
     """Create and open a runtime (SPEC R1). Invalid options → ``input_validation``, nothing opened.
@@ -483,8 +487,15 @@ async def create_agent(
     ``asyncio.sleep`` for retry backoff (tests inject a recorder so they never wait for real).
     ``tracing`` turns OpenTelemetry spans on or off (see ``agentcore.tracing.resolve_tracing``).
     ``clock`` (epoch milliseconds, ``agentcore.clock``) is the wall clock every committed time
-    is read from (the Trace's axis); tests pass a fake one.
+    is read from (the Trace's axis); tests pass a fake one. ``http_client`` is a host's pooled
+    ``httpx.AsyncClient`` (``agentcore.new_host_http_client``) that every model request of this
+    runtime goes through and that ``close()`` leaves open: a host running many runtimes passes
+    one, so their connections are reused; without it the runtime makes (and closes) its own.
     """
+    if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
+        raise InputValidationError(
+            f"http_client must be an httpx.AsyncClient, got {type(http_client).__name__}", field="http_client"
+        )
     parsed: AgentOptions = validate_model(AgentOptions, options, what="options")
     model_table = _model_table(models or {})
     session = None
@@ -510,6 +521,7 @@ async def create_agent(
         session=session,
         tracer=resolve_tracing(tracing),
         clock=clock,
+        http_client=http_client,
     )
     if resolved_model is None:
         runtime.config.model({})  # fail fast on a missing or invalid model configuration (R4)

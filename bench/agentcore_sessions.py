@@ -20,7 +20,9 @@ The **floor** is measured in the same run, interleaved with agentcore's rounds: 
 ``httpx`` streams at once (one client per stream, configured like the runtime's), posting a
 Chat Completions request for the same answer and parsing every SSE event with agentcore's own
 decoder (``agentcore.providers.sse.SSEDecoder``) and ``json.loads``: the transport and parsing
-no runtime can avoid. Reported per stream window (``--window-ms``, set with the supported
+no runtime can avoid. The runtimes share one pooled client (``create_agent(http_client=...)``,
+``agentcore.new_host_http_client``), as in Studio; ``--own-clients`` gives each its own.
+Reported per stream window (``--window-ms``, set with the supported
 ``AgentRuntime.set_stream_window``): agentcore's CPU per turn, the floor's, their ratio, and
 the difference (agentcore's own work), with the medians over ``--rounds`` rounds (the first
 round, which connects and builds each runtime's first request, is reported apart); commits per
@@ -33,7 +35,7 @@ it with ``bench/profile_top.py out.txt --match agentcore/``) during agentcore's 
 
     python bench/agentcore_sessions.py [--sessions 50] [--tokens 60] [--pace-ms 20]
                                        [--window-ms 20 60] [--rounds 3] [--settle-ms 100]
-                                       [--profile out.txt | --cprofile 40]
+                                       [--own-clients] [--profile out.txt | --cprofile 40]
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from typing import Any
 
 from loopkit import PATHS, ProviderProcess, machine, py_spy, stop_py_spy
 
-from agentcore import create_agent
+from agentcore import create_agent, new_host_http_client
 from agentcore.events import RunEndEvent
 from agentcore.harness.sqlite_store import SqliteStorage
 from agentcore.host import AgentHost
@@ -243,8 +245,11 @@ class Profiler:
             print(f"py-spy samples: {self.out} (python bench/profile_top.py {self.out} --match agentcore/)")
 
 
-async def open_sessions(n: int, base_url: str, root: Path) -> list[Session]:
+async def open_sessions(n: int, base_url: str, root: Path, http_client: Any = None) -> list[Session]:
+    """``http_client``: the pool every runtime shares, as Studio's host passes one (None: each
+    runtime makes its own, as before issue 25's shared pool)."""
     options = session_options()
+    extra = {"http_client": http_client} if http_client is not None else {}
     sessions = []
     for k in range(n):
         workdir = root / f"work-{k}"
@@ -261,6 +266,7 @@ async def open_sessions(n: int, base_url: str, root: Path) -> list[Session]:
             effort="low",
             mode="build",
             session=dict(options),
+            **extra,
         )
         session = Session(k, runtime)
         session.task = asyncio.create_task(session.serve())
@@ -271,7 +277,8 @@ async def open_sessions(n: int, base_url: str, root: Path) -> list[Session]:
 async def run(args: argparse.Namespace, provider: ProviderProcess) -> None:
     root = Path(tempfile.mkdtemp(prefix="agentcore-sessions-"))
     profiler = Profiler(args.profile, args.cprofile)
-    sessions = await open_sessions(args.sessions, provider.base_url, root)
+    shared = None if args.own_clients else new_host_http_client()  # what Studio's host passes
+    sessions = await open_sessions(args.sessions, provider.base_url, root, shared)
     clients = [new_http_client() for _ in range(args.sessions)]
     url = provider.base_url + PATHS["openai-completions"][len("/v1") :]
     settle = args.settle_ms / 1000
@@ -301,6 +308,8 @@ async def run(args: argparse.Namespace, provider: ProviderProcess) -> None:
             await session.runtime.close()
         for client in clients:
             await client.aclose()
+        if shared is not None:
+            await shared.aclose()
         shutil.rmtree(root, ignore_errors=True)
     report(args, results)
     profiler.report()
@@ -345,12 +354,20 @@ def main() -> None:
     parser.add_argument("--window-ms", type=float, nargs="+", default=[20.0, 60.0], help="stream windows")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds per window (default 3)")
     parser.add_argument("--settle-ms", type=float, default=100.0, help="counted after the last end (default 100)")
+    parser.add_argument(
+        "--own-clients", action="store_true", help="a client per runtime (default: one pool shared, as in Studio)"
+    )
     parser.add_argument("--profile", type=Path, help="py-spy raw samples of agentcore's rounds to this file")
     parser.add_argument("--cprofile", type=int, metavar="N", help="print cProfile's top N functions instead")
-    args = parser.parse_args()
+    run_with_provider(run, parser.parse_args())
+
+
+def run_with_provider(body: Any, args: argparse.Namespace) -> None:
+    """``asyncio.run(body(args, provider))`` with the stamping provider (``--tokens``,
+    ``--pace-ms``) in a child process."""
     server = [str(HERE / "studio_overhead.py"), "--serve", str(args.tokens), str(args.pace_ms)]
     with ProviderProcess(server) as provider:
-        asyncio.run(run(args, provider))
+        asyncio.run(body(args, provider))
 
 
 if __name__ == "__main__":

@@ -278,12 +278,12 @@ def _serve() -> None:
     class RecordingServer(FakeProviderServer):
         """Keeps each request's exact bytes and headers, for the floor to replay."""
 
-        def _record(self, raw: Any, path: str, api_kind: str, payload: Any) -> Any:
+        def _record(self, raw: Any, path: str, api_kind: str, payload: Any, connection: int = 0) -> Any:
             # Keep the top-level scalars the encoders read; drop the history trees, which a
             # long loop would otherwise pile up (hundreds of MB) and make every GC pass slower.
             if isinstance(payload, dict):
                 payload = {k: v for k, v in payload.items() if not isinstance(v, list)}
-            record = super()._record(raw, path, api_kind, payload)
+            record = super()._record(raw, path, api_kind, payload, connection)
             record.extra["raw"] = {"path": path, "headers": dict(raw.headers), "body": raw.body.decode("latin-1")}
             return record
 

@@ -15,13 +15,15 @@ of several requests are never added up: each request re-sends the whole context,
 says nothing about the window.
 
 Nothing here does I/O; ``ContextTracker`` and ``StreamingUsage`` are plain objects owned by
-one run, so there is no shared mutable state.
+one run. The one thing shared is a bounded memo of a pure function (``static_text_tokens``:
+the estimate of the text every request carries), which no caller can observe except by speed.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import math
 import re
@@ -323,11 +325,33 @@ class ToolSpec(Protocol):
     def parameters(self) -> Mapping[str, Any]: ...
 
 
+STATIC_TEXT_MEMO_SIZE = 1024
+"""Distinct static texts (system prompts, prompt sections, tool names, descriptions and
+schemas) whose estimates are remembered, least recently used first out."""
+
+
+@functools.lru_cache(maxsize=STATIC_TEXT_MEMO_SIZE)
+def static_text_tokens(text: str) -> int:
+    """``estimate_text_tokens`` for the text every request of a configuration carries.
+
+    Why a process-wide memo: a host runs many runtimes (Studio: one per session) that all carry
+    the same system prompt and tool definitions, and each one's first turn estimated them
+    afresh — most of the cost of configuring a turn. The function is pure and its key an
+    immutable ``str``, so sharing results between runtimes can never change one (the memo is
+    not mutable state anyone can see); it is bounded (LRU) so ever-new texts cost at most
+    ``STATIC_TEXT_MEMO_SIZE`` entries. Only for static text: message text is seen once and
+    goes through the tracker's per-message cache instead.
+    """
+    return estimate_text_tokens(text)
+
+
 def estimate_tool_tokens(tool: ToolSpec | Mapping[str, Any]) -> int:
     """Tokens one tool definition adds: name, description and JSON schema (C2).
 
     Accepts an ``AgentTool``-like object or a mapping with ``name``/``description`` and
-    ``parameters`` (or ``input_schema``), as the wire formats spell it.
+    ``parameters`` (or ``input_schema``), as the wire formats spell it. The texts are estimated
+    through ``static_text_tokens``, keyed by the definition's text (the schema as its JSON), so
+    a schema changed in place is estimated anew.
     """
     if isinstance(tool, Mapping):
         name = str(tool.get("name", ""))
@@ -337,9 +361,9 @@ def estimate_tool_tokens(tool: ToolSpec | Mapping[str, Any]) -> int:
         name, description, schema = tool.name, tool.description, tool.parameters
     return (
         _TOOL_DEFINITION_OVERHEAD_TOKENS
-        + estimate_text_tokens(name)
-        + estimate_text_tokens(description)
-        + estimate_text_tokens(_json_text(schema))
+        + static_text_tokens(name)
+        + static_text_tokens(description)
+        + static_text_tokens(_json_text(schema))
     )
 
 
@@ -350,13 +374,13 @@ def estimate_static_context_tokens(
     sections: Mapping[str, str] | Iterable[str] | None = None,
 ) -> int:
     """Tokens of what every request carries besides messages: system prompt, sections, tools."""
-    total = estimate_text_tokens(system_prompt) + (MESSAGE_OVERHEAD_TOKENS if system_prompt else 0)
+    total = static_text_tokens(system_prompt) + (MESSAGE_OVERHEAD_TOKENS if system_prompt else 0)
     if sections is not None:
         if isinstance(sections, Mapping):
             items: Iterable[str] = (f"{name}\n{text}" for name, text in sections.items())
         else:
             items = sections
-        total += sum(estimate_text_tokens(text) + _SECTION_OVERHEAD_TOKENS for text in items)
+        total += sum(static_text_tokens(text) + _SECTION_OVERHEAD_TOKENS for text in items)
     if tools is not None:
         total += sum(estimate_tool_tokens(tool) for tool in tools)
     return total

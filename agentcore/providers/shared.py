@@ -53,6 +53,7 @@ RAW_ARGUMENTS_KEY = "__raw_arguments__"
 engine can tell the model its call was malformed instead of the adapter crashing."""
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=60.0)
+"""The client's own timeouts: a request of an adapter replaces them with its stream bounds."""
 
 
 @functools.cache
@@ -64,7 +65,8 @@ def default_ssl_context() -> ssl.SSLContext:
 
 
 def new_http_client() -> httpx.AsyncClient:
-    """One pooled client per registry/provider, never one per request."""
+    """One pooled client per registry/provider, never one per request (a host running many
+    runtimes gives them one ``connection_lanes.new_host_http_client`` instead)."""
     return httpx.AsyncClient(
         verify=default_ssl_context(),
         timeout=DEFAULT_TIMEOUT,

@@ -64,6 +64,7 @@ class RecordedRequest:
     cut: bool = False
     hung: bool = False
     endless_frames: int = 0  # frames written so far by an ``Endless`` step
+    connection: int = 0  # which accepted TCP connection it came on (1, 2, ...): pooling is visible
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -120,6 +121,7 @@ class FakeProviderServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._accepted = 0
         self._thread: threading.Thread | None = None
 
     # --- addresses ------------------------------------------------------------------
@@ -150,6 +152,12 @@ class FakeProviderServer:
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._requests)
+
+    @property
+    def connections_accepted(self) -> int:
+        """TCP connections accepted since the server started (a pooled client opens few)."""
+        with self._lock:
+            return self._accepted
 
     @property
     def hanging(self) -> int:
@@ -296,6 +304,9 @@ class FakeProviderServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        with self._lock:
+            self._accepted += 1
+            number = self._accepted
         http11.set_nodelay(writer)
         conn = http11.Connection(reader, writer)
         try:
@@ -303,7 +314,7 @@ class FakeProviderServer:
                 raw = await http11.read_request(conn)
                 if raw is None:
                     break
-                if not await self._serve(raw, conn):
+                if not await self._serve(raw, conn, number):
                     break
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -315,7 +326,7 @@ class FakeProviderServer:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _serve(self, raw: http11.RawRequest, conn: http11.Connection) -> bool:
+    async def _serve(self, raw: http11.RawRequest, conn: http11.Connection, connection: int) -> bool:
         """Answer one request; False when the connection must be closed."""
         writer = conn.writer
         path = raw.target.split("?", 1)[0]
@@ -331,7 +342,7 @@ class FakeProviderServer:
             payload: Any = json.loads(raw.body) if raw.body else None
         except json.JSONDecodeError:
             payload = None
-        record = self._record(raw, path, encoder_cls.api_kind, payload)
+        record = self._record(raw, path, encoder_cls.api_kind, payload, connection)
         steps = await self._script_for(record)
         usage = plan_usage(steps, len(raw.body))
         model = str(record.json.get("model", "fake-model"))
@@ -370,7 +381,9 @@ class FakeProviderServer:
             self._notify()
         return keep_alive
 
-    def _record(self, raw: http11.RawRequest, path: str, api_kind: str, payload: Any) -> RecordedRequest:
+    def _record(
+        self, raw: http11.RawRequest, path: str, api_kind: str, payload: Any, connection: int = 0
+    ) -> RecordedRequest:
         with self._lock:
             record = RecordedRequest(
                 index=len(self._requests),
@@ -381,6 +394,7 @@ class FakeProviderServer:
                 body=payload,
                 api_key=_api_key(raw.headers),
                 received_at=time.time(),
+                connection=connection,
             )
             self._requests.append(record)
         self._notify()

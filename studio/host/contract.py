@@ -52,6 +52,7 @@ class SessionConfig:
     owner_id: int | None = None  # the person whose store it is (every view of it is theirs)
     session: dict[str, Any] = field(default_factory=dict, repr=False)
     confinement: ToolConfinement | None = field(default=None, repr=False)  # where the tools run
+    http_client: Any = field(default=None, repr=False)  # the host's pooled client, set like ``session``
 
     def __post_init__(self) -> None:
         self.root_id = self.root_id or self.session_id

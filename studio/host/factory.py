@@ -2,10 +2,16 @@
 
 ``STUDIO_RUNTIME_FACTORY`` (a dotted path) replaces agentcore's ``create_agent`` for tests and
 benchmarks; whatever it returns must be an ``AgentRuntime`` with the session protocol on.
+
+Every runtime of a host process sends its model requests through the host's one pooled HTTP
+client (``host_http_client``, passed as ``config.http_client``; the host closes it when it shuts
+down): connections are reused across sessions, and no runtime builds a client of its own
+(agentcore's ``new_host_http_client``, whose cost per request does not grow with the sessions).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -16,6 +22,8 @@ from studio import runtime_options
 from studio.host.contract import SessionConfig
 
 if TYPE_CHECKING:
+    import httpx
+
     from agentcore.host import AgentHost
     from agentcore.runtime import AgentRuntime
 
@@ -33,6 +41,8 @@ async def agentcore_runtime_factory(config: SessionConfig, **extra: Any) -> Agen
     options: dict[str, Any] = {**runtime_options.runtime_options(), **config.model_options, **extra}
     if config.models:
         options["models"] = dict(config.models)
+    if config.http_client is not None:
+        options.setdefault("http_client", config.http_client)
     return await create_agent(
         **config.store.runtime_options(),
         workdir=config.workdir,
@@ -42,6 +52,22 @@ async def agentcore_runtime_factory(config: SessionConfig, **extra: Any) -> Agen
         session=dict(config.session),
         **options,
     )
+
+
+def host_http_client() -> httpx.AsyncClient:
+    """The pooled client every runtime of one host process shares (the host closes it)."""
+    from agentcore import new_host_http_client
+
+    return new_host_http_client()
+
+
+async def close_shared(demo: Any, client: httpx.AsyncClient | None) -> None:
+    """What a host shares among its runtimes, closed after them: the demo server, the pool."""
+    if demo is not None:
+        with contextlib.suppress(Exception):
+            demo.stop()
+    if client is not None:
+        await client.aclose()
 
 
 def configured_factory() -> RuntimeFactory:

@@ -43,13 +43,15 @@ from django.conf import settings
 from studio import runtime_options, selectors, services
 from studio.host import commands, effects, timeline_feed
 from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, store_code, store_lost
-from studio.host.factory import RuntimeFactory, agent_host, configured_factory
+from studio.host.factory import RuntimeFactory, agent_host, close_shared, configured_factory, host_http_client
 from studio.host.fold import RunSubmitted, fold_event, open_turn
 from studio.host.publisher import Publisher
 from studio.host.state import HostedSession, View, touch, until_idle, until_live, until_pushed, until_quiet, wake
 from studio.host.stream_windows import BASE_STREAM_WINDOW, stream_window
 
 if TYPE_CHECKING:
+    import httpx
+
     from agentcore.extensions.tasks.registry import AgentRegistry
 
 log = logging.getLogger("studio.hosts")
@@ -88,6 +90,7 @@ class SessionHost:
         self._open_lock = asyncio.Lock()
         self._demo: Any = None  # one offline demo server shared by every demo session of this host
         self.models = selectors.ModelCatalog()  # the registered models' options, per version
+        self.http_client: httpx.AsyncClient | None = None  # one pool for every runtime (factory.host_http_client)
 
     def demo_base_url(self) -> str:
         """The base URL of this host's demo model server (started on first use).
@@ -433,10 +436,8 @@ class SessionHost:
         for hs in list(self._sessions.values()):
             await self._close(hs)
         self._sessions.clear()
-        demo, self._demo = self._demo, None
-        if demo is not None:
-            with contextlib.suppress(Exception):
-                demo.stop()
+        demo, client, self._demo, self.http_client = self._demo, self.http_client, None, None
+        await close_shared(demo, client)
         await asyncio.to_thread(runtime_options.close_tracing)  # flush the spans of the runtimes just closed
         return activity
 
@@ -526,6 +527,7 @@ class SessionHost:
                     root.session = runtime_options.session_options(
                         self.registry, root.confinement, demo=options.get("provider") == "demo"
                     )
+                    root.http_client = self.http_client = self.http_client or host_http_client()
                     hs = HostedSession(config=root, term=term)
                     for view_id, target_id, kind, status in await database_sync_to_async(selectors.views_of)(root_id):
                         hs.views[target_id] = View(view_id, target_id, kind=kind, status=status)  # as the row says

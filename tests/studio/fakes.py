@@ -91,13 +91,18 @@ def gated_factory(server: FakeProviderServer, gate: Gate) -> Callable[[Any], Any
 
 
 async def scripted_session(
-    user: Any, server: FakeProviderServer, *, workdir: str = "", permission_policy: str = "read-only"
+    user: Any,
+    server: FakeProviderServer,
+    *,
+    workdir: str = "",
+    permission_policy: str = "read-only",
+    model: Any = None,
 ) -> tuple[Any, AsyncClient]:
     """A session of ``user`` on the scripted model (its tools on this machine), and a client
-    logged in as them."""
+    logged in as them. ``model``: a registered model made by ``scripted_model`` (default: a new one)."""
     from studio import services
 
-    model = await scripted_model(server)
+    model = model or await scripted_model(server)
     session = await sync_to_async(services.session_create)(
         owner=user,
         registered_model=model,
