@@ -38,11 +38,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from django.db import close_old_connections, connection
-from django.db.models import Case, Count, DateTimeField, ExpressionWrapper, F, Q, Value, When
+from django.db.models import Case, Count, DateTimeField, ExpressionWrapper, F, Max, Q, Value, When
 from django.db.models.functions import Now
 
 from studio.host.contract import HostError
@@ -212,6 +212,14 @@ def worker_alive(channel: str) -> bool:
 
 def stopping(worker_id: str) -> None:
     HostWorker.objects.filter(id=worker_id).update(stopping=True)
+
+
+def held_until(worker_id: str) -> datetime | None:
+    """When the last of the worker's leases would expire (None: it holds none)."""
+    latest: datetime | None = SessionLease.objects.filter(worker_id=worker_id).aggregate(latest=Max("expires_at"))[
+        "latest"
+    ]
+    return latest
 
 
 def unregister(worker_id: str) -> None:
@@ -464,20 +472,37 @@ class LeaseKeeper:
     async def shutdown(self, peers: Callable[[list[str]], Any]) -> None:
         """Clean shutdown: take no new sessions, close every runtime (their store locks go),
         then free every lease at once — the active ones for takeover — and tell the live
-        workers (``peers(channels)``) to sweep now instead of at their next tick."""
+        workers (``peers(channels)``) to sweep now instead of at their next tick.
+
+        The log line says how long each phase took and until when the leases were held once
+        renewals stopped: a handover slower than that lease is visible as such."""
+        started = time.monotonic()
         self.stopped = True
         await self._db(stopping, self.worker_id)
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, self.ttl)
+        held = await self._db(held_until, self.worker_id)
+        renewals_stopped = time.monotonic() - started
         for task in list(self._tasks):
             task.cancel()
         activity = await self._host().close()
+        closed = time.monotonic() - started
         await self._db(release_all, self.worker_id, activity)
+        released = time.monotonic() - started
         channels = [channel for worker, channel in await self._db(live_workers) if worker != self.worker_id]
         with contextlib.suppress(Exception):
             await peers(channels)
         await self._db(unregister, self.worker_id)
         self._executor.shutdown(wait=False)
-        log.info("worker %s stopped; %d session(s) released", self.worker_id, len(activity))
+        log.info(
+            "worker %s stopped; %d session(s) released: renewals stopped after %.2f s (leases held until %s), "
+            "runtimes closed after %.2f s, leases released after %.2f s",
+            self.worker_id,
+            len(activity),
+            renewals_stopped,
+            held.isoformat() if held else "-",
+            closed,
+            released,
+        )

@@ -16,6 +16,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +214,8 @@ async def test_a_paused_plan_survives_the_kill_and_is_approved_on_the_other_work
 async def test_a_clean_shutdown_hands_the_session_over_before_its_lease_would_expire(failover: Failover) -> None:
     """SIGTERM releases the worker's leases at once (active ones for takeover) and tells the
     other worker to sweep: the running turn moves before the old lease would have expired, and
-    completes exactly once."""
+    completes exactly once. "Would have expired" is the lease as it stood when the worker's
+    renewals stopped (its log says): one read at the signal would race a renewal still running."""
     failover.ensure_two_workers()
     token = uuid.uuid4().hex[:8]
     maria = await User.login(failover.cluster.web_urls[0])
@@ -226,18 +228,18 @@ async def test_a_clean_shutdown_hands_the_session_over_before_its_lease_would_ex
             holder_pid, _term = failover.wait_holder(session_id)
             victim = failover.cluster.workers[failover.worker_named(holder_pid)]
             victim.send_signal(signal.SIGTERM)
-            [(expires,)] = failover.query(
-                "SELECT expires_at FROM studio_sessionlease WHERE session_id = %s", uuid.UUID(session_id)
-            )
             victim.wait(timeout=30)
             failover.wait_holder(session_id, other_than=holder_pid)
             [(claimed,)] = failover.query(
                 "SELECT claimed_at FROM studio_sessionlease WHERE session_id = %s", uuid.UUID(session_id)
             )
             final = await watcher.until(finished(f"[{token} {SENTENCES - 1:02d}]"), limit=60)
-        assert victim.returncode == 0, failover.cluster.log(failover.worker_named(holder_pid))
-        assert claimed < expires, f"taken over at {claimed}, the old lease ran until {expires}"
-        assert "session(s) released" in failover.cluster.log(failover.worker_named(holder_pid))
+        victim_log = failover.cluster.log(failover.worker_named(holder_pid))
+        assert victim.returncode == 0, victim_log
+        assert "session(s) released" in victim_log
+        [held] = re.findall(r"renewals stopped after .* \(leases held until (\S+)\)", victim_log)[-1:]
+        expires = datetime.fromisoformat(held)
+        assert claimed < expires, f"taken over at {claimed}, the old lease ran until {expires}: {victim_log}"
         assert shown(final).count(f"[{token} 00]") == 1
         requests = failover.essay_requests(token)
         assert len(requests) == 2 and requests[1][1], requests
