@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 import pytest
 
 from studio.host.live import LiveBlock
-from studio.rendering import plan_items, render_block, render_markdown, transcript_turns
+from studio.rendering import plan_items, render_block, render_inline, render_markdown, transcript_turns
 
 HOSTILE = [
     "<script>alert('x')</script>",
@@ -163,3 +163,11 @@ def test_only_the_synthetic_flag_turns_a_user_message_into_a_notice() -> None:
         "Plan rejected: fewer steps",
         "The agent continued after an interruption.",
     ]
+
+
+def test_a_lone_surrogate_renders_as_the_replacement_character() -> None:
+    """W6: a broken ``\\ud800`` escape in streamed Markdown (a model's, a tool's) renders as U+FFFD
+    instead of failing the push (the sanitiser cannot encode a lone surrogate)."""
+    html = render_markdown("before \ud800 after **bold**")
+    assert html == "<p>before \ufffd after <strong>bold</strong></p>\n"
+    assert "\ufffd" in render_inline("a \udfff b")
