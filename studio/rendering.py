@@ -6,8 +6,9 @@ against a short allow-list, so neither a ``<script>``, an ``onerror`` attribute 
 ``javascript:`` link can reach the page. Plain-text output (tool arguments and results) goes
 through Django's autoescaping only.
 
-The same partial templates render a full page and every live push (one partial per
-live-updated fragment), so a page patched by pushes looks exactly like one rendered fresh.
+The same code renders a full page and every live push (one partial per live-updated fragment),
+so a page patched by pushes looks exactly like one rendered fresh; a conversation block's markup
+is plain Python (``studio.block_html``, proven equal to its templates by a test).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from studio import trace
+from studio import block_html, trace
 from studio.host.live import LiveBlock, clip, key_argument
 
 _ALLOWED_TAGS = {
@@ -534,16 +535,34 @@ def block_context(
 def render_block(
     block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None, html: SafeString | None = None
 ) -> str:
-    """One block; ``html`` is a text block's markup when the caller rendered it (a live stream)."""
-    return render_to_string("studio/_block.html", block_context(block, dom_prefix, code_mode, html))
+    """One block; ``html`` is a text block's markup when the caller rendered it (a live stream).
+    Plain Python (``studio.block_html``) but for a ``codemode`` call, which the templates render."""
+    if is_code_mode(block):
+        return render_to_string("studio/_block.html", block_context(block, dom_prefix, code_mode, html))
+    dom_id = f"{dom_prefix}-{block.key}"
+    if block.kind == "text":
+        return block_html.block(block, dom_id, html=html if html is not None else render_markdown(block.text))
+    if block.kind == "compaction":
+        return block_html.block(block, dom_id, html=render_markdown(block.text))
+    if block.kind == "tool":
+        return block_html.block(block, dom_id, key_arg=_key_arg(block), args_json=pretty_json(block.arguments))
+    return block_html.block(block, dom_id)
 
 
 def render_block_parts(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> str:
     """OOB fragments that update a block already on the page, keeping a <details> open."""
-    ctx = block_context(block, dom_prefix, code_mode)
-    if block.kind in ("thinking", "tool"):
-        return render_to_string("studio/_block_parts.html", ctx)
+    if is_code_mode(block):
+        return render_to_string("studio/_block_parts.html", block_context(block, dom_prefix, code_mode))
+    dom_id = f"{dom_prefix}-{block.key}"
+    if block.kind == "tool":
+        return block_html.parts(block, dom_id, key_arg=_key_arg(block), args_json=pretty_json(block.arguments))
+    if block.kind == "thinking":
+        return block_html.parts(block, dom_id)
     return oob(render_block(block, dom_prefix, code_mode))
+
+
+def _key_arg(block: LiveBlock) -> str:
+    return key_argument(block.name, block.arguments)
 
 
 def render_code_mode_parts(

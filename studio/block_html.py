@@ -1,0 +1,229 @@
+"""A conversation block's markup in plain Python: what ``_block.html`` and its partials render.
+
+Every block of the conversation — a settled turn's on a page render, the live turn's on every
+push of streamed work — is rendered here, not through Django's template engine: a block's
+markup is a few string joins, and the engine's per-render setup (a context, the include chain,
+the filter lookups) cost several times that on each push. The templates
+(``_block.html``, ``_block_parts.html``, ``_thinking_body.html``, ``_tool_summary.html``,
+``_tool_body.html``, ``_retry_block.html``, ``_search_block.html``, ``_sources_block.html``,
+``_compaction_block.html``) stay the readable reference of this markup, and
+``tests/studio/test_block_html.py`` renders both over every block kind and asserts them
+byte-identical. A ``codemode`` call (its nested calls, its log) is the exception: it is
+rendered by the templates (``studio.rendering.render_block``), being rare and elaborate.
+
+Escaping is Django's own (``conditional_escape`` after ``localize``, as a template variable is
+rendered), so what a model or a tool wrote is text here exactly as there; Markdown arrives
+already rendered and sanitised (``studio.rendering.render_markdown``) as ``html``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.template.defaultfilters import linebreaksbr
+from django.utils.formats import localize
+from django.utils.html import conditional_escape, escape
+from django.utils.safestring import SafeString, mark_safe
+
+from studio.host.live import LiveBlock
+from studio.templatetags.studio_tags import safe_href, seconds, url_host
+from studio.timefmt import duration
+
+_OOB = ' hx-swap-oob="true"'
+_COPY = '<button type="button" class="btn-link copy-button" data-copy="pre" aria-label="Copy">Copy</button>'
+_THINKING_ICON = (
+    '<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M8 2a4.5 4.5 0 0 0-2.5 8.2V12h5v-1.8A4.5 4.5 0 0 0 8 '
+    '2ZM6 14h4" fill="none" stroke="currentColor" stroke-width="1.4" stroke-linecap="round"/></svg>'
+)
+_RETRY_ICON = (
+    '<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M13 8a5 5 0 1 1-1.5-3.6M13 2.5v2.8h-2.8" fill="none" '
+    'stroke="currentColor" stroke-width="1.5" stroke-linecap="round" stroke-linejoin="round"/></svg>'
+)
+_SEARCH_ICON = (
+    '<svg viewBox="0 0 16 16" aria-hidden="true"><circle cx="7" cy="7" r="4.5" fill="none" stroke="currentColor" '
+    'stroke-width="1.5"/><path d="m10.5 10.5 3 3" stroke="currentColor" stroke-width="1.5" '
+    'stroke-linecap="round"/></svg>'
+)
+_RULE = '<span class="rule" aria-hidden="true"></span>'
+_TOOL_ICONS = {"running": '<span class="spinner"></span>', "ok": "✓", "error": "!", "interrupted": "■"}
+_TOOL_STATUSES = {"running": "running", "ok": "done", "error": "error", "interrupted": "stopped"}
+#: The kinds that have a branch of their own in ``_block.html`` (a notice is its last, bare one).
+_OWN_LINE = frozenset(("text", "thinking", "tool", "retry", "search", "sources", "compaction", "steer"))
+_SEARCHES = {"running": "Searching the web", "failed": "Web search failed"}
+
+
+def _v(value: Any) -> str:
+    """A value as ``{{ value }}`` renders it: localized (numbers), then escaped unless safe."""
+    return str(conditional_escape(localize(value)))
+
+
+def _plural(value: Any) -> str:
+    """Django's ``pluralize``: "s" unless the number (or the length) is one."""
+    try:
+        return "" if float(value) == 1 else "s"
+    except (TypeError, ValueError):
+        pass
+    try:
+        return "" if len(value) == 1 else "s"
+    except TypeError:
+        return ""
+
+
+def block(block: LiveBlock, dom_id: str, *, html: str = "", key_arg: str = "", args_json: str = "") -> SafeString:
+    """One block (``_block.html``): ``html`` is a text or compaction block's rendered Markdown,
+    ``key_arg`` and ``args_json`` a tool call's headline argument and its arguments as JSON."""
+    markup = _block(block, escape(dom_id), dom_id, html, key_arg, args_json)
+    return mark_safe(markup + "\n" if block.kind in _OWN_LINE else markup)  # each branch ends its own line
+
+
+def _block(block: LiveBlock, i: str, dom_id: str, html: str, key_arg: str, args_json: str) -> str:
+    kind = block.kind
+    if kind == "text":
+        return f'<div class="block md" id="{i}">{conditional_escape(html)}</div>\n'
+    if kind == "thinking":
+        return (
+            f'<details class="block thinking" id="{i}"><summary>{_THINKING_ICON}Thinking</summary>'
+            f"{thinking_body(block, dom_id)}</details>\n"
+        )
+    if kind == "tool":
+        return (
+            f'<details class="block tool" id="{i}">{tool_summary(block, dom_id, key_arg)}'
+            f"{tool_body(block, dom_id, args_json)}</details>\n"
+        )
+    if kind == "retry":
+        return _retry(block, i) + "\n"
+    if kind == "search":
+        return _search(block, i) + "\n"
+    if kind == "sources":
+        return _sources(block, i) + "\n"
+    if kind == "compaction":
+        return _compaction(block, i, html) + "\n"
+    if kind == "steer":
+        return (
+            f'<div class="user-msg steer-msg" id="{i}"><div class="bubble"><span class="steer-tag">steer</span> '
+            f"{linebreaksbr(block.text, autoescape=True)}</div></div>\n"
+        )
+    return (
+        f'<div class="block notice notice-{_v(block.status or "info")}" id="{i}" role="status">{_v(block.text)}</div>\n'
+    )
+
+
+def parts(block: LiveBlock, dom_id: str, *, key_arg: str = "", args_json: str = "") -> SafeString:
+    """A thinking or tool block's inner parts as out-of-band swaps (``_block_parts.html``): an
+    update that keeps an open ``<details>`` open."""
+    if block.kind == "tool":
+        return mark_safe(
+            tool_summary(block, dom_id, key_arg, oob=True) + tool_body(block, dom_id, args_json, oob=True) + "\n"
+        )
+    return mark_safe(thinking_body(block, dom_id, oob=True) + "\n")
+
+
+def thinking_body(block: LiveBlock, dom_id: str, *, oob: bool = False) -> str:
+    swap = _OOB if oob else ""
+    return f'<div class="thinking-body" id="{escape(dom_id)}-body"{swap}>{_v(block.text)}</div>\n'
+
+
+def tool_summary(block: LiveBlock, dom_id: str, key_arg: str, *, oob: bool = False) -> str:
+    """``_tool_summary.html`` for a call that is not a ``codemode`` script."""
+    swap = _OOB if oob else ""
+    status = block.status
+    arg = _v(key_arg)
+    return (
+        f'<summary class="tool-sum status-{_v(status)}" id="{escape(dom_id)}-sum"{swap}>\n'
+        f'  <span class="tool-icon" aria-hidden="true">{_TOOL_ICONS.get(status, "·")}</span>\n'
+        f'  <span class="tool-name">{_v(block.name)}</span>\n'
+        f'  <span class="tool-arg" title="{arg}">{arg}</span>\n'
+        f'  <span class="tool-status">{_TOOL_STATUSES.get(status, "")}</span>\n'
+        f'  <span class="tool-time">{_v(duration(block.duration_ms))}</span>\n'
+        "</summary>\n"
+    )
+
+
+def tool_body(block: LiveBlock, dom_id: str, args_json: str, *, oob: bool = False) -> str:
+    """``_tool_body.html`` for a call that is not a ``codemode`` script."""
+    swap = _OOB if oob else ""
+    partial = (
+        f'<div class="kv-label">Output so far</div><pre class="code">{_v(block.partial)}</pre>' if block.partial else ""
+    )
+    return (
+        f'<div class="tool-body" id="{escape(dom_id)}-body"{swap}>\n  \n'
+        f'  <div class="kv-label">Arguments {_COPY}</div>\n'
+        f'  <pre class="code">{_v(args_json or "{}")}</pre>\n'
+        f"  {partial}\n"
+        f"  {_result(block)}\n"
+        "  \n</div>\n"
+    )
+
+
+def _result(block: LiveBlock) -> str:
+    if not block.result:
+        return ""
+    error = block.status == "error"
+    return (
+        f'<div class="kv-label">{"Error" if error else "Result"} {_COPY}</div>'
+        f'<pre class="code{" code-error" if error else ""}">{_v(block.result)}</pre>'
+    )
+
+
+def _retry(block: LiveBlock, i: str) -> str:
+    what = (
+        f'Cannot connect to <b class="mono">{_v(block.endpoint)}</b>'
+        if block.status == "connect"
+        else "Connection dropped"
+    )
+    delay = f' <span class="retry-in">in {_v(seconds(block.delay_s))}</span>' if block.delay_s else ""
+    reason = f'<span class="muted retry-reason"> · {_v(block.text)}</span>' if block.text else ""
+    return (
+        f'<div class="block retry retry-{_v(block.status or "dropped")}" id="{i}" role="status" '
+        f'data-retry-delay="{_v(block.delay_s)}">{_RETRY_ICON}<span class="retry-what">{what} — retrying{delay}, '
+        f"attempt {_v(block.attempt)} of {_v(block.max_attempts)}</span>{reason}"
+        '<button type="button" class="btn btn-stop btn-small retry-stop" '
+        'title="Stop the turn (the same as the composer\'s Stop)">Stop</button></div>\n'
+    )
+
+
+def _search(block: LiveBlock, i: str) -> str:
+    what = _SEARCHES.get(block.status, "Searched the web")
+    query = f' <q class="search-query">{_v(block.text)}</q>' if block.text else ""
+    found = (
+        f' <span class="muted">· {_v(len(block.sources))} result{_plural(block.sources)}</span>'
+        if block.sources
+        else ""
+    )
+    result = f' <span class="muted">· {_v(block.result)}</span>' if block.result else ""
+    return (
+        f'<div class="block search search-{_v(block.status)}" id="{i}" role="status">{_SEARCH_ICON}'
+        f'<span class="search-what">{what}</span>{query}{found}{result}</div>\n'
+    )
+
+
+def _sources(block: LiveBlock, i: str) -> str:
+    items: list[str] = []
+    for source in block.sources:
+        url = source.get("url", "")
+        href = safe_href(url)
+        title = _v(source.get("title") or url)
+        link = (
+            f'<a href="{_v(href)}" target="_blank" rel="noopener noreferrer nofollow">{title}</a>'
+            if href
+            else f"<span>{title}</span>"
+        )
+        items.append(f'<li>{link} <span class="source-host muted">{_v(url_host(url))}</span></li>')
+    return (
+        f'<div class="block sources" id="{i}"><div class="kv-label">Sources</div>'
+        f'<ol class="source-list">{"".join(items)}</ol></div>\n'
+    )
+
+
+def _compaction(block: LiveBlock, i: str, html: str) -> str:
+    if block.status == "running":
+        return (
+            f'<div class="block compaction running" id="{i}" role="status">{_RULE}<span class="compaction-label">'
+            f'<span class="spinner" aria-hidden="true"></span> Compacting the context…</span>{_RULE}</div>\n\n'
+        )
+    how = " automatically" if block.status == "auto" else ""
+    return (
+        f'<details class="block compaction" id="{i}"><summary>{_RULE}<span class="compaction-label">'
+        f"Context compacted{how} — the summary</span>{_RULE}</summary>"
+        f'<div class="md compaction-summary">{conditional_escape(html)}</div></details>\n'
+    )
