@@ -52,12 +52,12 @@ _OWN_LINE = frozenset(("text", "thinking", "tool", "retry", "search", "sources",
 _SEARCHES = {"running": "Searching the web", "failed": "Web search failed"}
 
 
-def _v(value: Any) -> str:
+def variable(value: Any) -> str:
     """A value as ``{{ value }}`` renders it: localized (numbers), then escaped unless safe."""
     return str(conditional_escape(localize(value)))
 
 
-def _plural(value: Any) -> str:
+def plural(value: Any) -> str:
     """Django's ``pluralize``: "s" unless the number (or the length) is one."""
     try:
         return "" if float(value) == 1 else "s"
@@ -103,9 +103,8 @@ def _block(block: LiveBlock, i: str, dom_id: str, html: str, key_arg: str, args_
             f'<div class="user-msg steer-msg" id="{i}"><div class="bubble"><span class="steer-tag">steer</span> '
             f"{linebreaksbr(block.text, autoescape=True)}</div></div>\n"
         )
-    return (
-        f'<div class="block notice notice-{_v(block.status or "info")}" id="{i}" role="status">{_v(block.text)}</div>\n'
-    )
+    notice = variable(block.status or "info")
+    return f'<div class="block notice notice-{notice}" id="{i}" role="status">{variable(block.text)}</div>\n'
 
 
 def parts(block: LiveBlock, dom_id: str, *, key_arg: str = "", args_json: str = "") -> SafeString:
@@ -120,21 +119,21 @@ def parts(block: LiveBlock, dom_id: str, *, key_arg: str = "", args_json: str = 
 
 def thinking_body(block: LiveBlock, dom_id: str, *, oob: bool = False) -> str:
     swap = _OOB if oob else ""
-    return f'<div class="thinking-body" id="{escape(dom_id)}-body"{swap}>{_v(block.text)}</div>\n'
+    return f'<div class="thinking-body" id="{escape(dom_id)}-body"{swap}>{variable(block.text)}</div>\n'
 
 
 def tool_summary(block: LiveBlock, dom_id: str, key_arg: str, *, oob: bool = False) -> str:
     """``_tool_summary.html`` for a call that is not a ``codemode`` script."""
     swap = _OOB if oob else ""
     status = block.status
-    arg = _v(key_arg)
+    arg = variable(key_arg)
     return (
-        f'<summary class="tool-sum status-{_v(status)}" id="{escape(dom_id)}-sum"{swap}>\n'
+        f'<summary class="tool-sum status-{variable(status)}" id="{escape(dom_id)}-sum"{swap}>\n'
         f'  <span class="tool-icon" aria-hidden="true">{_TOOL_ICONS.get(status, "·")}</span>\n'
-        f'  <span class="tool-name">{_v(block.name)}</span>\n'
+        f'  <span class="tool-name">{variable(block.name)}</span>\n'
         f'  <span class="tool-arg" title="{arg}">{arg}</span>\n'
         f'  <span class="tool-status">{_TOOL_STATUSES.get(status, "")}</span>\n'
-        f'  <span class="tool-time">{_v(duration(block.duration_ms))}</span>\n'
+        f'  <span class="tool-time">{variable(duration(block.duration_ms))}</span>\n'
         "</summary>\n"
     )
 
@@ -143,12 +142,14 @@ def tool_body(block: LiveBlock, dom_id: str, args_json: str, *, oob: bool = Fals
     """``_tool_body.html`` for a call that is not a ``codemode`` script."""
     swap = _OOB if oob else ""
     partial = (
-        f'<div class="kv-label">Output so far</div><pre class="code">{_v(block.partial)}</pre>' if block.partial else ""
+        f'<div class="kv-label">Output so far</div><pre class="code">{variable(block.partial)}</pre>'
+        if block.partial
+        else ""
     )
     return (
         f'<div class="tool-body" id="{escape(dom_id)}-body"{swap}>\n  \n'
         f'  <div class="kv-label">Arguments {_COPY}</div>\n'
-        f'  <pre class="code">{_v(args_json or "{}")}</pre>\n'
+        f'  <pre class="code">{variable(args_json or "{}")}</pre>\n'
         f"  {partial}\n"
         f"  {_result(block)}\n"
         "  \n</div>\n"
@@ -161,22 +162,22 @@ def _result(block: LiveBlock) -> str:
     error = block.status == "error"
     return (
         f'<div class="kv-label">{"Error" if error else "Result"} {_COPY}</div>'
-        f'<pre class="code{" code-error" if error else ""}">{_v(block.result)}</pre>'
+        f'<pre class="code{" code-error" if error else ""}">{variable(block.result)}</pre>'
     )
 
 
 def _retry(block: LiveBlock, i: str) -> str:
     what = (
-        f'Cannot connect to <b class="mono">{_v(block.endpoint)}</b>'
+        f'Cannot connect to <b class="mono">{variable(block.endpoint)}</b>'
         if block.status == "connect"
         else "Connection dropped"
     )
-    delay = f' <span class="retry-in">in {_v(seconds(block.delay_s))}</span>' if block.delay_s else ""
-    reason = f'<span class="muted retry-reason"> · {_v(block.text)}</span>' if block.text else ""
+    delay = f' <span class="retry-in">in {variable(seconds(block.delay_s))}</span>' if block.delay_s else ""
+    reason = f'<span class="muted retry-reason"> · {variable(block.text)}</span>' if block.text else ""
     return (
-        f'<div class="block retry retry-{_v(block.status or "dropped")}" id="{i}" role="status" '
-        f'data-retry-delay="{_v(block.delay_s)}">{_RETRY_ICON}<span class="retry-what">{what} — retrying{delay}, '
-        f"attempt {_v(block.attempt)} of {_v(block.max_attempts)}</span>{reason}"
+        f'<div class="block retry retry-{variable(block.status or "dropped")}" id="{i}" role="status" '
+        f'data-retry-delay="{variable(block.delay_s)}">{_RETRY_ICON}<span class="retry-what">{what} — retrying{delay}, '
+        f"attempt {variable(block.attempt)} of {variable(block.max_attempts)}</span>{reason}"
         '<button type="button" class="btn btn-stop btn-small retry-stop" '
         'title="Stop the turn (the same as the composer\'s Stop)">Stop</button></div>\n'
     )
@@ -184,15 +185,15 @@ def _retry(block: LiveBlock, i: str) -> str:
 
 def _search(block: LiveBlock, i: str) -> str:
     what = _SEARCHES.get(block.status, "Searched the web")
-    query = f' <q class="search-query">{_v(block.text)}</q>' if block.text else ""
+    query = f' <q class="search-query">{variable(block.text)}</q>' if block.text else ""
     found = (
-        f' <span class="muted">· {_v(len(block.sources))} result{_plural(block.sources)}</span>'
+        f' <span class="muted">· {variable(len(block.sources))} result{plural(block.sources)}</span>'
         if block.sources
         else ""
     )
-    result = f' <span class="muted">· {_v(block.result)}</span>' if block.result else ""
+    result = f' <span class="muted">· {variable(block.result)}</span>' if block.result else ""
     return (
-        f'<div class="block search search-{_v(block.status)}" id="{i}" role="status">{_SEARCH_ICON}'
+        f'<div class="block search search-{variable(block.status)}" id="{i}" role="status">{_SEARCH_ICON}'
         f'<span class="search-what">{what}</span>{query}{found}{result}</div>\n'
     )
 
@@ -202,13 +203,13 @@ def _sources(block: LiveBlock, i: str) -> str:
     for source in block.sources:
         url = source.get("url", "")
         href = safe_href(url)
-        title = _v(source.get("title") or url)
+        title = variable(source.get("title") or url)
         link = (
-            f'<a href="{_v(href)}" target="_blank" rel="noopener noreferrer nofollow">{title}</a>'
+            f'<a href="{variable(href)}" target="_blank" rel="noopener noreferrer nofollow">{title}</a>'
             if href
             else f"<span>{title}</span>"
         )
-        items.append(f'<li>{link} <span class="source-host muted">{_v(url_host(url))}</span></li>')
+        items.append(f'<li>{link} <span class="source-host muted">{variable(url_host(url))}</span></li>')
     return (
         f'<div class="block sources" id="{i}"><div class="kv-label">Sources</div>'
         f'<ol class="source-list">{"".join(items)}</ol></div>\n'
