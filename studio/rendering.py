@@ -110,10 +110,22 @@ def render_markdown(text: str) -> SafeString:
 
 
 def render_inline(text: str) -> SafeString:
-    """Inline Markdown (no paragraph) → sanitised HTML: a streaming paragraph's pieces."""
+    """Inline Markdown (no paragraph) → sanitised HTML: a streaming paragraph's pieces.
+
+    Plain words (most of a streamed answer's pushes) are their own HTML: a text with no
+    character that starts an inline construct or that the sanitiser writes differently
+    (``_INLINE_MARKUP``) comes back unchanged, as the parser and the sanitiser would give it."""
     if not text:
         return mark_safe("")
+    if _INLINE_MARKUP.search(text) is None:
+        return mark_safe(text)
     return mark_safe(sanitize_html(_MD.renderInline(text)))
+
+
+#: What can make inline Markdown other than its own text: an escape, a code span, emphasis,
+#: strikethrough, a link or an image, an autolink, an entity, a line break; and what the parser
+#: or the sanitiser rewrites (``&``, ``<``, ``>``, NUL, CR, a no-break space, a lone surrogate).
+_INLINE_MARKUP = re.compile("[\\\\`*_~\\[\\]!<>&\n\r\x00\xa0\ud800-\udfff]")
 
 
 def pygments_css() -> str:

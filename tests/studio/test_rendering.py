@@ -5,6 +5,8 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from studio.host.live import LiveBlock
 from studio.rendering import plan_items, render_block, render_inline, render_markdown, transcript_turns
@@ -171,3 +173,20 @@ def test_a_lone_surrogate_renders_as_the_replacement_character() -> None:
     html = render_markdown("before \ud800 after **bold**")
     assert html == "<p>before \ufffd after <strong>bold</strong></p>\n"
     assert "\ufffd" in render_inline("a \udfff b")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("ab  \t\"'.,:;?-+=#%$@^{}()|/09éß✓\x0c\x7f\u2028") + list("*_`[]!<>&\\~\n\r\xa0\x00")
+        ),
+        max_size=40,
+    )
+)
+def test_plain_inline_text_renders_as_the_parser_and_the_sanitiser_render_it(text: str) -> None:
+    """W6: the shortcut for a streamed paragraph's plain words gives exactly what markdown-it and
+    nh3 give (and never skips them for text with markup)."""
+    from studio.rendering import _MD, sanitize_html
+
+    assert render_inline(text) == (sanitize_html(_MD.renderInline(text)) if text else "")
