@@ -15,7 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from studio import controls_html, rendering, selectors, text_stream, trace, trace_records, usage_html
+from studio import (
+    controls_html,
+    rendering,
+    selectors,
+    text_stream,
+    trace,
+    trace_records,
+    turn_html,
+    usage_html,
+)
 from studio.confinement import confinement_of
 from studio.demo_prompts import Suggestion, suggestions
 from studio.host.contract import HostState, Regions, live_prefix
@@ -383,8 +392,9 @@ def task_history_page(session: StudioSession, state: HostState, page: int) -> di
 # --- regions ------------------------------------------------------------------------------------
 
 #: Each region's partials (one partial per live-updated fragment, reused by the full page). A push
-#: renders ``controls`` and ``usage`` in plain Python (``controls_html``, ``usage_html``: proven
-#: equal to these templates by their tests), the rest through the templates.
+#: renders ``controls``, ``usage`` and ``conversation`` in plain Python (``controls_html``,
+#: ``usage_html``, ``turn_html``: proven equal to these templates by their tests), the rest
+#: through the templates.
 REGION_TEMPLATES: dict[str, tuple[str, ...]] = {
     "conversation": ("studio/_conversation.html",),
     "pending": ("studio/_pending.html",),
@@ -487,6 +497,8 @@ def render_regions(
             parts.extend(_changed_controls(context, shown))
         elif name == "usage":
             parts.extend(usage_html.render(context))
+        elif name == "conversation":
+            parts.append(turn_html.conversation(context))
         else:
             parts.extend(rendering.render_template(template, context) for template in REGION_TEMPLATES[name])
     return "".join(parts)
