@@ -523,12 +523,7 @@ def opening_html(state: HostState, live: dict[str, Any]) -> str:
     """A turn going live: its user message and reply so far, appended to the conversation — in
     place of the greeting when it is the conversation's first (the page a fresh render gives).
     Reads no row: the prompt is the host's or the store's."""
-    context = {
-        "live": live,
-        "live_prefix": live_prefix(live["request_id"]),
-        "code_mode_runs": code_mode_runs(state.snapshot),
-    }
-    html = rendering.render_template("studio/_live_turn.html", context).strip()
+    html = turn_html.live_turn(live, live_prefix(live["request_id"]), code_mode_runs(state.snapshot)).strip()
     if state.base_len == 0:
         return html.replace("<section ", '<section hx-swap-oob="outerHTML:#conversation-empty" ', 1)
     return rendering.oob(html, "beforeend:#conversation")

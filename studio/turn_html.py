@@ -6,8 +6,9 @@ watched page. Its blocks were already plain Python (``studio.block_html``); each
 template engine's include chain once per turn shown. Here each is string joins with Django's
 escaping. ``_conversation.html``, ``_turn.html``, ``_user_message.html``, ``_run_notice.html`` and
 ``_turn_actions.html`` still render the full page, and ``tests/studio/test_turn_html.py`` asserts
-both byte-identical. An empty conversation (its greeting and the demo's prompts) and a live turn
-are left to the templates: neither is what a turn's end renders.
+both byte-identical; ``live_turn`` is ``_live_turn.html``, what a turn's opening pushes. An empty
+conversation (its greeting and the demo's prompts) is left to the template: no turn's end
+renders it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from django.utils.html import conditional_escape, escape
 
 from studio.block_html import plural, variable
 from studio.rendering import Turn, render_block
+from studio.text_stream import live_block_html
 
 _OOB = ' hx-swap-oob="true"'
 
@@ -32,12 +34,50 @@ def conversation(context: dict[str, Any], *, oob: bool = True) -> str:
     if not turns and not live and not context.get("turns_first"):
         return render_to_string("studio/_conversation.html", {**context, "oob": oob})  # the greeting
     shown = [turn_html(turn, context, "tx", last=n == len(turns) - 1) for n, turn in enumerate(turns)]
-    live_html = render_to_string("studio/_live_turn.html", context) if live else ""
+    live_html = live_turn(live, context.get("live_prefix") or "", context.get("code_mode_runs")) if live else ""
     return (
         f'<div id="conversation" class="conversation"{_OOB if oob else ""} '
         f'data-first="{variable(context.get("turns_first"))}" data-total="{variable(context.get("turns_total"))}" '
         f'data-generation="{variable(context.get("turns_generation"))}">\n'
         f"  \n  {''.join(shown)}\n  {live_html}\n</div>\n"
+    )
+
+
+def live_turn(live: dict[str, Any], prefix: str, code_mode_runs: Any) -> str:
+    """``_live_turn.html``: the turn still running — its prompt, its blocks so far (a text block
+    in its streaming layout at the host's state, ``text_stream``), the typing mark."""
+    message = (
+        user_message(
+            live["prompt"],
+            live.get("images") or [],
+            live.get("session_id"),
+            edit_entry="",
+            edit_first=False,
+            image_count=live.get("image_count"),
+        )
+        if live.get("prompt") is not None
+        else ""
+    )
+    streams = live.get("streams")
+    blocks = "".join(
+        render_block(
+            b,
+            prefix,
+            code_mode_runs,
+            live_block_html(b.text, f"{prefix}-{b.key}", streams, b.key) if b.kind == "text" else None,
+        )
+        for b in live.get("blocks") or []
+    )
+    working = "Planning…" if live.get("agent") == "plan" else "Working…"
+    return (
+        f'<section class="turn live" id="live-turn" data-request-id="{variable(live.get("request_id"))}">\n'
+        f"  {message}\n"
+        '  <div class="reply" id="live-blocks" aria-live="polite" aria-atomic="false" '
+        'aria-relevant="additions text">\n'
+        f"    {blocks}\n"
+        "  </div>\n"
+        f'  <div class="typing"><span></span><span></span><span></span><em>{working}</em></div>\n'
+        "</section>\n"
     )
 
 

@@ -131,3 +131,49 @@ def test_a_hostile_prompt_stays_text() -> None:
     """W6: a prompt with markup is escaped in the bubble and in the Copy source."""
     html = turn_html.conversation(CONTEXTS[0])
     assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def _lives() -> list[dict[str, Any]]:
+    from studio import text_stream
+    from studio.host.live import LiveBlock
+    from studio.rendering import ImageRef
+
+    long_text = "## Plan\n\n- one\n\n" + "an open paragraph with `code` " * 20
+    blocks = [
+        LiveBlock(key="b0", kind="thinking", text="hm <i>"),
+        LiveBlock(key="b1", kind="text", text=long_text),
+        LiveBlock(key="b2", kind="tool", name="bash", arguments={"command": "ls"}, status="running"),
+        LiveBlock(key="b3", kind="text", text=HOSTILE),
+        LiveBlock(key="b4", kind="retry", status="connect", endpoint="h:1", attempt=1, max_attempts=3, delay_s=2.0),
+        LiveBlock(key="b5", kind="steer", text="also <this>"),
+    ]
+    streams = {"b1": text_stream.to_data(text_stream.advance(long_text))}
+    out = []
+    for prompt, images, count, agent, with_streams in itertools.product(
+        [None, "", HOSTILE],
+        [[], [ImageRef("e&1", 0, "image/png"), ImageRef("e 2", 1, "image/jpeg")]],
+        [None, 0, 1, 2],
+        ["build", "plan"],
+        [False, True],
+    ):
+        out.append(
+            {
+                "request_id": "req-1<",
+                "blocks": blocks,
+                "prompt": prompt,
+                "images": images,
+                "image_count": count,
+                "session_id": "0b7e6b7e-0000-4000-8000-000000000001",
+                "agent": agent,
+                "streams": streams if with_streams else {},
+            }
+        )
+    return out
+
+
+@pytest.mark.parametrize("live", _lives())
+def test_a_live_turn_renders_as_its_template(live: dict[str, Any]) -> None:
+    """W1/W2: a turn's opening (and a page's live turn) in Python gives ``_live_turn.html``'s bytes."""
+    context = {"live": live, "live_prefix": "lv-req1", "code_mode_runs": {}}
+    expected = render_to_string("studio/_live_turn.html", context)
+    assert turn_html.live_turn(live, "lv-req1", {}) == expected
