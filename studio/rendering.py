@@ -103,10 +103,20 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def render_markdown(text: str) -> SafeString:
-    """Markdown → sanitised HTML. Safe for any input, including half-streamed text."""
+    """Markdown → sanitised HTML. Safe for any input, including half-streamed text.
+
+    One line of plain words (a streamed answer's first pushes) is one paragraph of itself: no
+    inline construct (``_INLINE_MARKUP``), no whitespace the paragraph would trim, no first
+    character that could open a heading, a quote, a list or a rule."""
     if not text:
         return mark_safe("")
+    if _INLINE_MARKUP.search(text) is None and text[0] not in _BLOCK_STARTS and text == text.strip():
+        return mark_safe(f"<p>{text}</p>\n")
     return mark_safe(sanitize_html(_MD.render(text)))
+
+
+#: First characters that can make one line something other than a paragraph.
+_BLOCK_STARTS = frozenset("#>-+=|0123456789")
 
 
 def render_inline(text: str) -> SafeString:

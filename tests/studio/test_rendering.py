@@ -190,3 +190,19 @@ def test_plain_inline_text_renders_as_the_parser_and_the_sanitiser_render_it(tex
     from studio.rendering import _MD, sanitize_html
 
     assert render_inline(text) == (sanitize_html(_MD.renderInline(text)) if text else "")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("ab  \t\"'.,:;?-+=#%$@^{}()|/09éß✓\x0c\x7f\u2028>") + list("*_`[]!<>&\\~\n\r\xa0\x00")
+        ),
+        max_size=40,
+    )
+)
+def test_a_plain_line_renders_as_the_parser_and_the_sanitiser_render_it(text: str) -> None:
+    """W6: the shortcut for one line of plain words gives exactly what markdown-it and nh3 give."""
+    from studio.rendering import _MD, sanitize_html
+
+    assert render_markdown(text) == (sanitize_html(_MD.render(text)) if text else "")
