@@ -19,6 +19,7 @@ already rendered and sanitised (``studio.rendering.render_markdown``) as ``html`
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.template.defaultfilters import linebreaksbr
 from django.utils.formats import localize
@@ -26,10 +27,9 @@ from django.utils.html import conditional_escape, escape
 from django.utils.safestring import SafeString, mark_safe
 
 from studio.host.live import LiveBlock
-from studio.templatetags.studio_tags import safe_href, seconds, url_host
 from studio.timefmt import duration
 
-_OOB = ' hx-swap-oob="true"'
+OOB = ' hx-swap-oob="true"'
 _COPY = '<button type="button" class="btn-link copy-button" data-copy="pre" aria-label="Copy">Copy</button>'
 _THINKING_ICON = (
     '<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M8 2a4.5 4.5 0 0 0-2.5 8.2V12h5v-1.8A4.5 4.5 0 0 0 8 '
@@ -55,6 +55,34 @@ _SEARCHES = {"running": "Searching the web", "failed": "Web search failed"}
 def variable(value: Any) -> str:
     """A value as ``{{ value }}`` renders it: localized (numbers), then escaped unless safe."""
     return str(conditional_escape(localize(value)))
+
+
+def seconds(value: Any) -> str:
+    """A delay in seconds as a person reads it: ``4 s``, ``0.5 s`` (the ``seconds`` filter)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return ""
+    return f"{number:.0f} s" if number >= 1 or number == 0 else f"{number:.1f} s"
+
+
+def safe_href(url: Any) -> str:
+    """``url`` if it is an http(s) link (a model's source may say anything), else "" (the
+    ``safe_href`` filter)."""
+    text = str(url or "").strip()
+    try:
+        scheme = urlsplit(text).scheme.lower()
+    except ValueError:
+        return ""
+    return text if scheme in ("http", "https") else ""
+
+
+def url_host(url: Any) -> str:
+    """The host a link goes to, shown beside a source's title (the ``url_host`` filter)."""
+    try:
+        return urlsplit(str(url or "")).hostname or ""
+    except ValueError:
+        return ""
 
 
 def plural(value: Any) -> str:
@@ -118,13 +146,13 @@ def parts(block: LiveBlock, dom_id: str, *, key_arg: str = "", args_json: str = 
 
 
 def thinking_body(block: LiveBlock, dom_id: str, *, oob: bool = False) -> str:
-    swap = _OOB if oob else ""
+    swap = OOB if oob else ""
     return f'<div class="thinking-body" id="{escape(dom_id)}-body"{swap}>{variable(block.text)}</div>\n'
 
 
 def tool_summary(block: LiveBlock, dom_id: str, key_arg: str, *, oob: bool = False) -> str:
     """``_tool_summary.html`` for a call that is not a ``codemode`` script."""
-    swap = _OOB if oob else ""
+    swap = OOB if oob else ""
     status = block.status
     arg = variable(key_arg)
     return (
@@ -140,7 +168,7 @@ def tool_summary(block: LiveBlock, dom_id: str, key_arg: str, *, oob: bool = Fal
 
 def tool_body(block: LiveBlock, dom_id: str, args_json: str, *, oob: bool = False) -> str:
     """``_tool_body.html`` for a call that is not a ``codemode`` script."""
-    swap = _OOB if oob else ""
+    swap = OOB if oob else ""
     partial = (
         f'<div class="kv-label">Output so far</div><pre class="code">{variable(block.partial)}</pre>'
         if block.partial

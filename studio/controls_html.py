@@ -20,7 +20,8 @@ from typing import Any
 from django.urls import reverse
 from django.utils.html import conditional_escape, escape, escapejs
 
-_OOB = ' hx-swap-oob="true"'
+from studio.block_html import OOB
+
 _SEND_ICON = (
     '<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M2 8h10M8 3.5 12.5 8 8 12.5" fill="none" '
     'stroke="currentColor" stroke-width="1.8" stroke-linecap="round" stroke-linejoin="round"/></svg>'
@@ -37,7 +38,7 @@ NAMES = ("title", "model", "status", "run_controls", "queue")
 def render(context: dict[str, Any], *, oob: bool = True) -> dict[str, str]:
     """Each control partial's markup for ``context`` (``studio.pages.controls_context`` with
     ``base_context``; ``pending`` when the push has it), by name."""
-    swap = _OOB if oob else ""
+    swap = OOB if oob else ""
     return {
         "title": title(context["session"], swap),
         "model": model(context["model_in_use"], swap),

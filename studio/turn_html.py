@@ -20,11 +20,9 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import conditional_escape, escape
 
-from studio.block_html import plural, variable
+from studio.block_html import OOB, plural, variable
 from studio.rendering import Turn, render_block
 from studio.text_stream import live_block_html
-
-_OOB = ' hx-swap-oob="true"'
 
 
 def conversation(context: dict[str, Any], *, oob: bool = True) -> str:
@@ -36,7 +34,7 @@ def conversation(context: dict[str, Any], *, oob: bool = True) -> str:
     shown = [turn_html(turn, context, "tx", last=n == len(turns) - 1) for n, turn in enumerate(turns)]
     live_html = live_turn(live, context.get("live_prefix") or "", context.get("code_mode_runs")) if live else ""
     return (
-        f'<div id="conversation" class="conversation"{_OOB if oob else ""} '
+        f'<div id="conversation" class="conversation"{OOB if oob else ""} '
         f'data-first="{variable(context.get("turns_first"))}" data-total="{variable(context.get("turns_total"))}" '
         f'data-generation="{variable(context.get("turns_generation"))}">\n'
         f"  \n  {''.join(shown)}\n  {live_html}\n</div>\n"

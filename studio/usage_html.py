@@ -16,11 +16,10 @@ from typing import Any
 from django.urls import reverse
 from django.utils.html import conditional_escape
 
-from studio.block_html import plural, variable
+from studio.block_html import OOB, plural, variable
 from studio.rendering import thousands, tokens
 from studio.templatetags.studio_tags import money
 
-_OOB = ' hx-swap-oob="true"'
 _LEGEND = (
     '<div class="legend small"><span class="lg seg-input"></span>input <span class="lg seg-cached"></span>cached '
     '<span class="lg seg-write"></span>cache write <span class="lg seg-output"></span>output</div>'
@@ -35,7 +34,7 @@ _CLASSES = (
 
 def render(context: dict[str, Any], *, oob: bool = True) -> list[str]:
     """The ``usage`` region's partials (``REGION_TEMPLATES["usage"]``): the tab, the header."""
-    swap = _OOB if oob else ""
+    swap = OOB if oob else ""
     return [tab(context, swap), stats(context.get("usage") or {}, swap)]
 
 
