@@ -18,6 +18,7 @@ already rendered and sanitised (``studio.rendering.render_markdown``) as ``html`
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,7 +27,7 @@ from django.utils.formats import localize
 from django.utils.html import conditional_escape, escape
 from django.utils.safestring import SafeString, mark_safe
 
-from studio.host.live import LiveBlock
+from studio.host.live import LiveBlock, key_argument
 from studio.timefmt import duration
 
 OOB = ' hx-swap-oob="true"'
@@ -85,6 +86,15 @@ def url_host(url: Any) -> str:
         return ""
 
 
+def pretty_json(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def plural(value: Any) -> str:
     """Django's ``pluralize``: "s" unless the number (or the length) is one."""
     try:
@@ -97,14 +107,14 @@ def plural(value: Any) -> str:
         return ""
 
 
-def block(block: LiveBlock, dom_id: str, *, html: str = "", key_arg: str = "", args_json: str = "") -> SafeString:
+def block(block: LiveBlock, dom_id: str, *, html: str = "") -> SafeString:
     """One block (``_block.html``): ``html`` is a text or compaction block's rendered Markdown,
-    ``key_arg`` and ``args_json`` a tool call's headline argument and its arguments as JSON."""
-    markup = _block(block, escape(dom_id), dom_id, html, key_arg, args_json)
+    a tool call shows its headline argument and its arguments as JSON."""
+    markup = _block(block, escape(dom_id), dom_id, html)
     return mark_safe(markup + "\n" if block.kind in _OWN_LINE else markup)  # each branch ends its own line
 
 
-def _block(block: LiveBlock, i: str, dom_id: str, html: str, key_arg: str, args_json: str) -> str:
+def _block(block: LiveBlock, i: str, dom_id: str, html: str) -> str:
     kind = block.kind
     if kind == "text":
         return f'<div class="block md" id="{i}">{conditional_escape(html)}</div>\n'
@@ -115,8 +125,7 @@ def _block(block: LiveBlock, i: str, dom_id: str, html: str, key_arg: str, args_
         )
     if kind == "tool":
         return (
-            f'<details class="block tool" id="{i}">{tool_summary(block, dom_id, key_arg)}'
-            f"{tool_body(block, dom_id, args_json)}</details>\n"
+            f'<details class="block tool" id="{i}">{tool_summary(block, dom_id)}{tool_body(block, dom_id)}</details>\n'
         )
     if kind == "retry":
         return _retry(block, i) + "\n"
@@ -135,13 +144,11 @@ def _block(block: LiveBlock, i: str, dom_id: str, html: str, key_arg: str, args_
     return f'<div class="block notice notice-{notice}" id="{i}" role="status">{variable(block.text)}</div>\n'
 
 
-def parts(block: LiveBlock, dom_id: str, *, key_arg: str = "", args_json: str = "") -> SafeString:
+def parts(block: LiveBlock, dom_id: str) -> SafeString:
     """A thinking or tool block's inner parts as out-of-band swaps (``_block_parts.html``): an
     update that keeps an open ``<details>`` open."""
     if block.kind == "tool":
-        return mark_safe(
-            tool_summary(block, dom_id, key_arg, oob=True) + tool_body(block, dom_id, args_json, oob=True) + "\n"
-        )
+        return mark_safe(tool_summary(block, dom_id, oob=True) + tool_body(block, dom_id, oob=True) + "\n")
     return mark_safe(thinking_body(block, dom_id, oob=True) + "\n")
 
 
@@ -150,11 +157,11 @@ def thinking_body(block: LiveBlock, dom_id: str, *, oob: bool = False) -> str:
     return f'<div class="thinking-body" id="{escape(dom_id)}-body"{swap}>{variable(block.text)}</div>\n'
 
 
-def tool_summary(block: LiveBlock, dom_id: str, key_arg: str, *, oob: bool = False) -> str:
+def tool_summary(block: LiveBlock, dom_id: str, *, oob: bool = False) -> str:
     """``_tool_summary.html`` for a call that is not a ``codemode`` script."""
     swap = OOB if oob else ""
     status = block.status
-    arg = variable(key_arg)
+    arg = variable(key_argument(block.name, block.arguments))
     return (
         f'<summary class="tool-sum status-{variable(status)}" id="{escape(dom_id)}-sum"{swap}>\n'
         f'  <span class="tool-icon" aria-hidden="true">{_TOOL_ICONS.get(status, "·")}</span>\n'
@@ -166,7 +173,7 @@ def tool_summary(block: LiveBlock, dom_id: str, key_arg: str, *, oob: bool = Fal
     )
 
 
-def tool_body(block: LiveBlock, dom_id: str, args_json: str, *, oob: bool = False) -> str:
+def tool_body(block: LiveBlock, dom_id: str, *, oob: bool = False) -> str:
     """``_tool_body.html`` for a call that is not a ``codemode`` script."""
     swap = OOB if oob else ""
     partial = (
@@ -177,7 +184,7 @@ def tool_body(block: LiveBlock, dom_id: str, args_json: str, *, oob: bool = Fals
     return (
         f'<div class="tool-body" id="{escape(dom_id)}-body"{swap}>\n  \n'
         f'  <div class="kv-label">Arguments {_COPY}</div>\n'
-        f'  <pre class="code">{variable(args_json or "{}")}</pre>\n'
+        f'  <pre class="code">{variable(pretty_json(block.arguments) or "{}")}</pre>\n'
         f"  {partial}\n"
         f"  {_result(block)}\n"
         "  \n</div>\n"

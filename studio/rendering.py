@@ -13,7 +13,6 @@ is plain Python (``studio.block_html``, proven equal to its templates by a test)
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from studio import block_html, trace
+from studio.block_html import pretty_json
 from studio.host.live import LiveBlock, clip, key_argument
 
 _ALLOWED_TAGS = {
@@ -87,8 +87,7 @@ def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
     return value
 
 
-#: One sanitiser built once: ``nh3.clean`` with these options converts the allow-lists on every
-#: call, which cost ten times the cleaning of a streamed push's few words.
+#: Built once: ``nh3.clean`` converts the allow-lists on every call (ten times the cleaning).
 _CLEANER = nh3.Cleaner(
     tags=_ALLOWED_TAGS,
     attributes=_ALLOWED_ATTRIBUTES,
@@ -97,17 +96,13 @@ _CLEANER = nh3.Cleaner(
     strip_comments=True,
     attribute_filter=_filter_attribute,
 )
-#: A lone surrogate (a model's or a tool's broken ``\\ud800`` escape) cannot be encoded as UTF-8:
-#: shown as U+FFFD, like any undecodable text, instead of failing the render.
+#: A lone surrogate (a broken ``\\ud800`` escape) cannot be encoded: shown as U+FFFD.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def render_markdown(text: str) -> SafeString:
-    """Markdown → sanitised HTML. Safe for any input, including half-streamed text.
-
-    One line of plain words (a streamed answer's first pushes) is one paragraph of itself: no
-    inline construct (``_INLINE_MARKUP``), no whitespace the paragraph would trim, no first
-    character that could open a heading, a quote, a list or a rule."""
+    """Markdown → sanitised HTML. Safe for any input, including half-streamed text. One line of
+    plain words (no ``_INLINE_MARKUP``, nothing to trim, no ``_BLOCK_STARTS``) is its own paragraph."""
     if not text:
         return mark_safe("")
     if _INLINE_MARKUP.search(text) is None and text[0] not in _BLOCK_STARTS and text == text.strip():
@@ -120,11 +115,8 @@ _BLOCK_STARTS = frozenset("#>-+=|0123456789")
 
 
 def render_inline(text: str) -> SafeString:
-    """Inline Markdown (no paragraph) → sanitised HTML: a streaming paragraph's pieces.
-
-    Plain words (most of a streamed answer's pushes) are their own HTML: a text with no
-    character that starts an inline construct or that the sanitiser writes differently
-    (``_INLINE_MARKUP``) comes back unchanged, as the parser and the sanitiser would give it."""
+    """Inline Markdown (no paragraph) → sanitised HTML: a streaming paragraph's pieces. Plain
+    words (no ``_INLINE_MARKUP``: most of a streamed answer's pushes) are their own HTML."""
     if not text:
         return mark_safe("")
     if _INLINE_MARKUP.search(text) is None:
@@ -132,23 +124,13 @@ def render_inline(text: str) -> SafeString:
     return mark_safe(sanitize_html(_MD.renderInline(text)))
 
 
-#: What can make inline Markdown other than its own text: an escape, a code span, emphasis,
-#: strikethrough, a link or an image, an autolink, an entity, a line break; and what the parser
-#: or the sanitiser rewrites (``&``, ``<``, ``>``, NUL, CR, a no-break space, a lone surrogate).
+#: What starts inline Markdown (escape, code, emphasis, strikethrough, link, image, autolink,
+#: entity, line break) or what the parser or sanitiser rewrites (NUL, CR, no-break space, surrogate).
 _INLINE_MARKUP = re.compile("[\\\\`*_~\\[\\]!<>&\n\r\x00\xa0\ud800-\udfff]")
 
 
 def pygments_css() -> str:
     return _FORMATTER.get_style_defs(".hl")
-
-
-def pretty_json(value: Any) -> str:
-    if value is None:
-        return ""
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def highlight_code(text: str, language: str) -> SafeString:
@@ -566,8 +548,6 @@ def render_block(
         return block_html.block(block, dom_id, html=html if html is not None else render_markdown(block.text))
     if block.kind == "compaction":
         return block_html.block(block, dom_id, html=render_markdown(block.text))
-    if block.kind == "tool":
-        return block_html.block(block, dom_id, key_arg=_key_arg(block), args_json=pretty_json(block.arguments))
     return block_html.block(block, dom_id)
 
 
@@ -575,16 +555,9 @@ def render_block_parts(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRun
     """OOB fragments that update a block already on the page, keeping a <details> open."""
     if is_code_mode(block):
         return render_to_string("studio/_block_parts.html", block_context(block, dom_prefix, code_mode))
-    dom_id = f"{dom_prefix}-{block.key}"
-    if block.kind == "tool":
-        return block_html.parts(block, dom_id, key_arg=_key_arg(block), args_json=pretty_json(block.arguments))
-    if block.kind == "thinking":
-        return block_html.parts(block, dom_id)
+    if block.kind in ("thinking", "tool"):
+        return block_html.parts(block, f"{dom_prefix}-{block.key}")
     return oob(render_block(block, dom_prefix, code_mode))
-
-
-def _key_arg(block: LiveBlock) -> str:
-    return key_argument(block.name, block.arguments)
 
 
 def render_code_mode_parts(
