@@ -55,6 +55,8 @@ _SEARCHES = {"running": "Searching the web", "failed": "Web search failed"}
 
 def variable(value: Any) -> str:
     """A value as ``{{ value }}`` renders it: localized (numbers), then escaped unless safe."""
+    if type(value) is str:  # most values: a plain string is only escaped
+        return escape(value)
     return str(conditional_escape(localize(value)))
 
 
