@@ -105,8 +105,9 @@ def render_markdown(text: str) -> SafeString:
     plain words (no ``_INLINE_MARKUP``, nothing to trim, no ``_BLOCK_STARTS``) is its own paragraph."""
     if not text:
         return mark_safe("")
-    if _INLINE_MARKUP.search(text) is None and text[0] not in _BLOCK_STARTS and text == text.strip():
-        return mark_safe(f"<p>{text}</p>\n")
+    words = text.rstrip(" ")  # a paragraph's trailing spaces are not its text
+    if words and _INLINE_MARKUP.search(words) is None and words[0] not in _BLOCK_STARTS and words == words.strip():
+        return mark_safe(f"<p>{words}</p>\n")
     return mark_safe(sanitize_html(_MD.render(text)))
 
 
