@@ -15,7 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from studio import rendering, selectors, text_stream, trace, trace_records
+from studio import (
+    controls_html,
+    rendering,
+    selectors,
+    text_stream,
+    trace,
+    trace_records,
+    turn_html,
+    usage_html,
+)
 from studio.confinement import confinement_of
 from studio.demo_prompts import Suggestion, suggestions
 from studio.host.contract import HostState, Regions, live_prefix
@@ -28,6 +37,13 @@ from studio.trace import code_mode_runs
 #: What a host keeps for one view between pushes (``View.cache``): rows and contexts that change
 #: only with the session's settings, keyed by what they depend on.
 Cache = dict[Any, Any]
+
+#: What the view's pages show of the controls, by partial (``controls_html.NAMES``): the markup
+#: the last pushes sent. Kept in ``View.cache`` under ``SHOWN``; dropped whenever a page renders
+#: from the host's state (a page load, a resync) or a full push goes out — the page then shows
+#: what the host has now, which the next push's partials are compared with afresh.
+Shown = dict[str, str]
+SHOWN = "shown"
 
 #: The composer's web search menu (SPEC P2 per conversation: ``configure`` web_search).
 WEB_SEARCH_CHOICES = (("auto", "auto"), ("on", "on"), ("off", "off"))
@@ -375,7 +391,10 @@ def task_history_page(session: StudioSession, state: HostState, page: int) -> di
 
 # --- regions ------------------------------------------------------------------------------------
 
-#: Each region's partials (one partial per live-updated fragment, reused by the full page).
+#: Each region's partials (one partial per live-updated fragment, reused by the full page). A push
+#: renders ``controls``, ``usage`` and ``conversation`` in plain Python (``controls_html``,
+#: ``usage_html``, ``turn_html``: proven equal to these templates by their tests), the rest
+#: through the templates.
 REGION_TEMPLATES: dict[str, tuple[str, ...]] = {
     "conversation": ("studio/_conversation.html",),
     "pending": ("studio/_pending.html",),
@@ -411,8 +430,11 @@ def render_regions(
     changed: list[LiveBlock] | None = None,
     sent: dict[str, text_stream.StreamState] | None = None,
     cache: Cache | None = None,
+    shown: Shown | None = None,
 ) -> str:
     """One push: the regions ``regions`` names, and the live turn's added and changed blocks.
+    ``shown``: the control partials the view's pages show (``View.cache[SHOWN]``), kept up to date
+    here; a partial equal to the one shown is left out.
 
     The session's row is read only when a region needs it (a push of streamed text reads
     none); a region whose render includes the live turn (the conversation, a turn's opening)
@@ -471,20 +493,37 @@ def render_regions(
     if "records" in names:
         context.update(records_context(session, state.snapshot, cache))
     for name in names:
-        parts.extend(rendering.render_template(template, context) for template in REGION_TEMPLATES[name])
+        if name == "controls":
+            parts.extend(_changed_controls(context, shown))
+        elif name == "usage":
+            parts.extend(usage_html.render(context))
+        elif name == "conversation":
+            parts.append(turn_html.conversation(context))
+        else:
+            parts.extend(rendering.render_template(template, context) for template in REGION_TEMPLATES[name])
     return "".join(parts)
+
+
+def _changed_controls(context: dict[str, Any], shown: Shown | None) -> list[str]:
+    """The control partials (plain Python, ``studio.controls_html``) that differ from what the
+    view's pages show (``shown``: what the last pushes sent, by partial; None: send all). A turn's
+    start and end change the status pill and the run buttons, rarely the title, the model badge
+    or the queue: those are not sent again."""
+    out: list[str] = []
+    for name, html in controls_html.render(context).items():
+        if shown is not None:
+            if shown.get(name) == html:
+                continue
+            shown[name] = html
+        out.append(html)
+    return out
 
 
 def opening_html(state: HostState, live: dict[str, Any]) -> str:
     """A turn going live: its user message and reply so far, appended to the conversation — in
     place of the greeting when it is the conversation's first (the page a fresh render gives).
     Reads no row: the prompt is the host's or the store's."""
-    context = {
-        "live": live,
-        "live_prefix": live_prefix(live["request_id"]),
-        "code_mode_runs": code_mode_runs(state.snapshot),
-    }
-    html = rendering.render_template("studio/_live_turn.html", context).strip()
+    html = turn_html.live_turn(live, live_prefix(live["request_id"]), code_mode_runs(state.snapshot)).strip()
     if state.base_len == 0:
         return html.replace("<section ", '<section hx-swap-oob="outerHTML:#conversation-empty" ', 1)
     return rendering.oob(html, "beforeend:#conversation")

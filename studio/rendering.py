@@ -6,13 +6,13 @@ against a short allow-list, so neither a ``<script>``, an ``onerror`` attribute 
 ``javascript:`` link can reach the page. Plain-text output (tool arguments and results) goes
 through Django's autoescaping only.
 
-The same partial templates render a full page and every live push (one partial per
-live-updated fragment), so a page patched by pushes looks exactly like one rendered fresh.
+The same code renders a full page and every live push (one partial per live-updated fragment),
+so a page patched by pushes looks exactly like one rendered fresh; a conversation block's markup
+is plain Python (``studio.block_html``, proven equal to its templates by a test).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +27,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from studio import trace
+from studio import block_html, trace
+from studio.block_html import pretty_json
 from studio.host.live import LiveBlock, clip, key_argument
 
 _ALLOWED_TAGS = {
@@ -73,15 +74,7 @@ _MD.enable(["table", "strikethrough"])
 
 def sanitize_html(html: str) -> str:
     """The last wall: only allow-listed tags, attributes and URL schemes survive."""
-    return nh3.clean(
-        html,
-        tags=_ALLOWED_TAGS,
-        attributes=_ALLOWED_ATTRIBUTES,
-        url_schemes=_URL_SCHEMES,
-        link_rel="noopener noreferrer nofollow",
-        strip_comments=True,
-        attribute_filter=_filter_attribute,
-    )
+    return _CLEANER.clean(_SURROGATE.sub("\ufffd", html))
 
 
 def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
@@ -94,31 +87,51 @@ def _filter_attribute(tag: str, attribute: str, value: str) -> str | None:
     return value
 
 
+#: Built once: ``nh3.clean`` converts the allow-lists on every call (ten times the cleaning).
+_CLEANER = nh3.Cleaner(
+    tags=_ALLOWED_TAGS,
+    attributes=_ALLOWED_ATTRIBUTES,
+    url_schemes=_URL_SCHEMES,
+    link_rel="noopener noreferrer nofollow",
+    strip_comments=True,
+    attribute_filter=_filter_attribute,
+)
+#: A lone surrogate (a broken ``\\ud800`` escape) cannot be encoded: shown as U+FFFD.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def render_markdown(text: str) -> SafeString:
-    """Markdown → sanitised HTML. Safe for any input, including half-streamed text."""
+    """Markdown → sanitised HTML. Safe for any input, including half-streamed text. One line of
+    plain words (no ``_INLINE_MARKUP``, nothing to trim, no ``_BLOCK_STARTS``) is its own paragraph."""
     if not text:
         return mark_safe("")
+    words = text.rstrip(" ")  # a paragraph's trailing spaces are not its text
+    if words and _INLINE_MARKUP.search(words) is None and words[0] not in _BLOCK_STARTS and words == words.strip():
+        return mark_safe(f"<p>{words}</p>\n")
     return mark_safe(sanitize_html(_MD.render(text)))
 
 
+#: First characters that can make one line something other than a paragraph.
+_BLOCK_STARTS = frozenset("#>-+=|0123456789")
+
+
 def render_inline(text: str) -> SafeString:
-    """Inline Markdown (no paragraph) → sanitised HTML: a streaming paragraph's pieces."""
+    """Inline Markdown (no paragraph) → sanitised HTML: a streaming paragraph's pieces. Plain
+    words (no ``_INLINE_MARKUP``: most of a streamed answer's pushes) are their own HTML."""
     if not text:
         return mark_safe("")
+    if _INLINE_MARKUP.search(text) is None:
+        return mark_safe(text)
     return mark_safe(sanitize_html(_MD.renderInline(text)))
+
+
+#: What starts inline Markdown (escape, code, emphasis, strikethrough, link, image, autolink,
+#: entity, line break) or what the parser or sanitiser rewrites (NUL, CR, no-break space, surrogate).
+_INLINE_MARKUP = re.compile("[\\\\`*_~\\[\\]!<>&\n\r\x00\xa0\ud800-\udfff]")
 
 
 def pygments_css() -> str:
     return _FORMATTER.get_style_defs(".hl")
-
-
-def pretty_json(value: Any) -> str:
-    if value is None:
-        return ""
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def highlight_code(text: str, language: str) -> SafeString:
@@ -527,15 +540,24 @@ def block_context(
 def render_block(
     block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None, html: SafeString | None = None
 ) -> str:
-    """One block; ``html`` is a text block's markup when the caller rendered it (a live stream)."""
-    return render_to_string("studio/_block.html", block_context(block, dom_prefix, code_mode, html))
+    """One block; ``html`` is a text block's markup when the caller rendered it (a live stream).
+    Plain Python (``studio.block_html``) but for a ``codemode`` call, which the templates render."""
+    if is_code_mode(block):
+        return render_to_string("studio/_block.html", block_context(block, dom_prefix, code_mode, html))
+    dom_id = f"{dom_prefix}-{block.key}"
+    if block.kind == "text":
+        return block_html.block(block, dom_id, html=html if html is not None else render_markdown(block.text))
+    if block.kind == "compaction":
+        return block_html.block(block, dom_id, html=render_markdown(block.text))
+    return block_html.block(block, dom_id)
 
 
 def render_block_parts(block: LiveBlock, dom_prefix: str, code_mode: CodeModeRuns | None = None) -> str:
     """OOB fragments that update a block already on the page, keeping a <details> open."""
-    ctx = block_context(block, dom_prefix, code_mode)
+    if is_code_mode(block):
+        return render_to_string("studio/_block_parts.html", block_context(block, dom_prefix, code_mode))
     if block.kind in ("thinking", "tool"):
-        return render_to_string("studio/_block_parts.html", ctx)
+        return block_html.parts(block, f"{dom_prefix}-{block.key}")
     return oob(render_block(block, dom_prefix, code_mode))
 
 

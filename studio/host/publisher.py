@@ -40,7 +40,14 @@ class Publisher:
         self._layer = layer
         self.interval = interval
 
-    def state(self, hs: HostedSession, view: View, *, transcript: bool = True) -> HostState:
+    def state(self, hs: HostedSession, view: View) -> HostState:
+        """The view's state for a page that renders it whole (a page load, a watcher's resync):
+        what its pages show is then what the host has now, so the controls the pushes sent last
+        (``pages.SHOWN``) no longer say what every page shows."""
+        view.cache.pop(pages.SHOWN, None)
+        return self._state(hs, view)
+
+    def _state(self, hs: HostedSession, view: View, *, transcript: bool = True) -> HostState:
         """The view's state; ``transcript=False`` for a live patch, which renders no settled turn
         (reading a long transcript on every push would cost what the page saves by windowing)."""
         ctx = hs.contexts.get(view.target_id)
@@ -136,13 +143,18 @@ class Publisher:
             html = self._streamed(hs, view, live, added, changed, sent, usage)
             await self.send(hs, view, view.seq, full=False, html=html + timeline)
             return bool(added or changed)
-        state = self.state(hs, view, transcript=regions.full or regions.conversation or regions.opening)
+        state = self._state(hs, view, transcript=regions.full or regions.conversation or regions.opening)
+        # Taken here, on the loop: a page rendered from the state while this push renders in the
+        # database thread drops it (``state``), and what this push records goes nowhere.
+        shown = view.cache.setdefault(pages.SHOWN, {})
         if pages.reads_rows(regions, state):
             render = database_sync_to_async(pages.render_regions)
-            html = await render(view.view_id, state, regions, added=added, changed=changed, sent=sent, cache=view.cache)
+            html = await render(
+                view.view_id, state, regions, added=added, changed=changed, sent=sent, cache=view.cache, shown=shown
+            )
         else:
             html = pages.render_regions(
-                view.view_id, state, regions, added=added, changed=changed, sent=sent, cache=view.cache
+                view.view_id, state, regions, added=added, changed=changed, sent=sent, cache=view.cache, shown=shown
             )
         await self.send(hs, view, state.seq, full=regions.full, html=html + timeline)
         return bool(added or changed)

@@ -35,35 +35,25 @@ def duration(ms: Any) -> str:
 @register.filter
 def seconds(value: Any) -> str:
     """A delay in seconds as a person reads it: ``4 s``, ``0.5 s``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return ""
-    return f"{number:.0f} s" if number >= 1 or number == 0 else f"{number:.1f} s"
+    from studio.block_html import seconds as seconds_of
+
+    return seconds_of(value)
 
 
 @register.filter
 def safe_href(url: Any) -> str:
     """``url`` if it is an http(s) link (a model's source may say anything), else ""."""
-    from urllib.parse import urlsplit
+    from studio.block_html import safe_href as safe_href_of
 
-    text = str(url or "").strip()
-    try:
-        scheme = urlsplit(text).scheme.lower()
-    except ValueError:
-        return ""
-    return text if scheme in ("http", "https") else ""
+    return safe_href_of(url)
 
 
 @register.filter
 def url_host(url: Any) -> str:
     """The host a link goes to (shown beside a source's title)."""
-    from urllib.parse import urlsplit
+    from studio.block_html import url_host as url_host_of
 
-    try:
-        return urlsplit(str(url or "")).hostname or ""
-    except ValueError:
-        return ""
+    return url_host_of(url)
 
 
 @register.filter

@@ -211,3 +211,39 @@ async def test_a_live_turn_patched_by_pushes_equals_a_fresh_page_while_it_runs(
         await host.close()
         set_session_host(None)
         server.stop_in_thread()
+
+
+async def test_a_turns_pushes_leave_out_the_controls_the_page_already_shows(
+    user: Any, tmp_path: Any, host: SessionHost, server: FakeProviderServer
+) -> None:
+    """W1/W2 (issue 25: pushes render only what changed): a second turn's pushes change the
+    status pill and the run buttons, not the title, the model badge or the empty queue — those
+    are not sent again; the page they build is still the page a reload shows. A page load drops
+    what the host remembers it sent: the next push sends every control again."""
+    session, client = await scripted_session(user, server)
+    sid = str(session.pk)
+    pushed = await PushedPage.open(host, user, session, client)
+
+    async def frames_of_a_turn(prompt: str) -> list[str]:
+        await host.prompt(sid, prompt=prompt, agent="build")
+        await host.wait_idle(sid)
+        _epoch, seq, _term = await host.position(sid)
+        frames = [await pushed.socket.receive_from(timeout=10) for _ in range(seq - pushed.shown)]
+        for frame in frames:
+            apply(pushed.page, frame)
+        pushed.shown = seq
+        return frames
+
+    first = "".join(await frames_of_a_turn("hello"))
+    assert 'id="session-title"' in first  # the first prompt names the session
+    second = "".join(await frames_of_a_turn("hello again"))
+    assert 'id="session-status"' in second and 'id="run-controls"' in second
+    for unchanged in ('id="session-title"', 'id="session-model"', 'id="queue"'):
+        assert unchanged not in second, unchanged
+    patched, expected = _main(pushed.page), await pushed.fresh()  # the reload drops the memory
+    assert patched == expected, _diff(patched, expected)
+    third = "".join(await frames_of_a_turn("and once more"))
+    assert 'id="session-title"' in third and 'id="session-model"' in third and 'id="queue"' in third
+    patched, expected = _main(pushed.page), await pushed.fresh()
+    assert patched == expected, _diff(patched, expected)
+    await pushed.socket.disconnect()

@@ -5,9 +5,11 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from studio.host.live import LiveBlock
-from studio.rendering import plan_items, render_block, render_markdown, transcript_turns
+from studio.rendering import plan_items, render_block, render_inline, render_markdown, transcript_turns
 
 HOSTILE = [
     "<script>alert('x')</script>",
@@ -163,3 +165,40 @@ def test_only_the_synthetic_flag_turns_a_user_message_into_a_notice() -> None:
         "Plan rejected: fewer steps",
         "The agent continued after an interruption.",
     ]
+
+
+def test_a_lone_surrogate_renders_as_the_replacement_character() -> None:
+    """W6: a broken ``\\ud800`` escape in streamed Markdown (a model's, a tool's) renders as U+FFFD
+    instead of failing the push (the sanitiser cannot encode a lone surrogate)."""
+    html = render_markdown("before \ud800 after **bold**")
+    assert html == "<p>before \ufffd after <strong>bold</strong></p>\n"
+    assert "\ufffd" in render_inline("a \udfff b")
+
+
+#: Plain characters (some a block could start with, some the sanitiser must keep) and every one
+#: that starts inline Markdown or that the parser or the sanitiser rewrites.
+MARKDOWNISH = st.text(
+    alphabet=st.sampled_from(
+        list("ab  \t\"'.,:;?-+=#%$@^{}()|/09éß✓\x0c\x7f\u2028") + list("*_`[]!<>&\\~\n\r\xa0\x00")
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(MARKDOWNISH)
+def test_plain_inline_text_renders_as_the_parser_and_the_sanitiser_render_it(text: str) -> None:
+    """W6: the shortcut for a streamed paragraph's plain words gives exactly what markdown-it and
+    nh3 give (and never skips them for text with markup)."""
+    from studio.rendering import _MD, sanitize_html
+
+    assert render_inline(text) == (sanitize_html(_MD.renderInline(text)) if text else "")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(MARKDOWNISH)
+def test_a_plain_line_renders_as_the_parser_and_the_sanitiser_render_it(text: str) -> None:
+    """W6: the shortcut for one line of plain words gives exactly what markdown-it and nh3 give."""
+    from studio.rendering import _MD, sanitize_html
+
+    assert render_markdown(text) == (sanitize_html(_MD.render(text)) if text else "")
