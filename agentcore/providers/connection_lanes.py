@@ -115,12 +115,7 @@ class LaneTransport(httpx.AsyncBaseTransport):
         lane = await self._lend(origin, core_request.url.origin)
         try:
             with httpx_errors():
-                try:
-                    response = await lane.handle_async_request(core_request)
-                except httpcore.ConnectionNotAvailable:  # closed between the check and the send
-                    await self._drop(lane)
-                    lane = await self._lend(origin, core_request.url.origin)
-                    response = await lane.handle_async_request(core_request)
+                response = await lane.handle_async_request(core_request)
         except BaseException:
             await self._give_back(origin, lane)
             raise
@@ -152,7 +147,7 @@ class LaneTransport(httpx.AsyncBaseTransport):
 
     async def _give_back(self, origin: Origin, lane: httpcore.AsyncHTTPConnection) -> None:
         idle = self._idle.setdefault(origin, [])
-        if self._closed or len(idle) >= self._keepalive or lane.is_closed() or lane.has_expired():
+        if self._closed or len(idle) >= self._keepalive or lane.is_closed():
             await self._drop(lane)
         else:
             idle.append(lane)

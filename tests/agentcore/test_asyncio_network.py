@@ -197,6 +197,22 @@ async def test_a_keepalive_connection_the_server_closed_is_dropped_not_reused(
     assert relay.accepted == 2
 
 
+async def test_a_lane_past_its_keepalive_expiry_is_closed_and_replaced(
+    fake_server: FakeProviderServer, relay: Relay
+) -> None:
+    """``keepalive_expiry=0``: an idle lane has expired by its next request, which connects
+    anew; the expired connection is closed (the relay reads its EOF), not leaked."""
+    fake_server.enqueue([Text("one")], [Text("two")])
+    transport = LaneTransport(verify=default_ssl_context(), keepalive=8, keepalive_expiry=0.0)
+    async with httpx.AsyncClient(transport=transport) as client:
+        await _complete(client, f"http://127.0.0.1:{relay.port}/v1")
+        second = await _complete(client, f"http://127.0.0.1:{relay.port}/v1")
+        await relay.client_closed.wait()
+        assert transport.lanes == 1
+    assert b"two" in second.content
+    assert relay.accepted == 2
+
+
 async def test_a_reset_mid_body_is_httpx_read_error(fake_server: FakeProviderServer, relay: Relay) -> None:
     fake_server.enqueue([Text("partial"), Hang()])
     async with _client() as client:
