@@ -28,6 +28,8 @@ from typing import Any
 
 import httpcore
 
+_NUMERIC = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+
 HIGH_WATER = 256 * 1024
 """Bytes buffered unread before the transport stops reading the socket (resumed below a quarter)."""
 
@@ -271,7 +273,10 @@ async def _connected_socket(
 ) -> socket.socket:
     """A non-blocking socket connected to the first address of ``host`` that accepts; the last
     address's error when none does (so a refused connect stays a ``ConnectionRefusedError``)."""
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    try:  # an address literal (a local gateway, a test server) needs no resolver thread
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=_NUMERIC)
+    except socket.gaierror:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     error: OSError | None = None
     for family, kind, proto, _name, address in infos:
         sock = socket.socket(family, kind, proto)

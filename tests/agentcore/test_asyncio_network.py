@@ -12,6 +12,7 @@ own exception types for every failure (agentcore's retry classification depends 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import select
 import socket
@@ -174,6 +175,26 @@ async def test_a_host_that_does_not_resolve_is_httpx_connect_error_that_says_so(
         with pytest.raises(httpx.ConnectError) as caught:
             await _complete(client, "http://provider.invalid/v1")
     assert connect_reason(caught.value).startswith("the host name does not resolve")
+
+
+class _NoThreads(concurrent.futures.ThreadPoolExecutor):
+    def submit(self, *args: object, **kwargs: object) -> concurrent.futures.Future[object]:  # type: ignore[override]
+        raise AssertionError("the loop's executor was used")
+
+
+async def test_an_address_literal_connects_without_a_resolver_thread(fake_server: FakeProviderServer) -> None:
+    """A provider at an IP address (a local gateway, a fake server) is connected to without
+    ``loop.getaddrinfo``, whose thread hop costs more CPU than the connect itself."""
+    fake_server.enqueue([Text("direct")])
+    loop = asyncio.get_running_loop()
+    executor = _NoThreads()
+    loop.set_default_executor(executor)
+    try:
+        async with _client() as client:
+            assert b"direct" in (await _complete(client, fake_server.base_url)).content
+    finally:
+        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor())
+        executor.shutdown()
 
 
 async def test_a_keepalive_connection_the_server_closed_is_dropped_not_reused(
