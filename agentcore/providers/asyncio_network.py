@@ -20,10 +20,11 @@ types (``ConnectError``, ``ConnectTimeout``, ``ReadError``, ``ReadTimeout``, ``W
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import select
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import httpcore
@@ -121,6 +122,19 @@ def _readable(sock: Any) -> bool:
     return bool(poller.poll(0))
 
 
+@contextlib.asynccontextmanager
+async def _connecting(timeout: float | None, what: str) -> AsyncIterator[None]:
+    """Bounds a connect or a TLS handshake by ``timeout`` (``ConnectTimeout``) and reports an
+    OS or TLS error as ``ConnectError`` chained to it (``ssl.SSLError`` is an ``OSError``)."""
+    try:
+        async with asyncio.timeout(timeout):
+            yield
+    except TimeoutError:
+        raise httpcore.ConnectTimeout(f"no {what} within {timeout:g} s") from None
+    except OSError as exc:
+        raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
+
+
 class AsyncioStream(httpcore.AsyncNetworkStream):
     """One TCP (or TLS over TCP) connection driven by asyncio's transport and ``_Receiver``."""
 
@@ -184,19 +198,15 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
     ) -> httpcore.AsyncNetworkStream:
         try:
-            async with asyncio.timeout(timeout):
+            async with _connecting(timeout, "TLS handshake"):
                 transport = await self._loop.start_tls(
                     self._transport, self._receiver, ssl_context, server_hostname=server_hostname
                 )
-        except TimeoutError:
+                if transport is None:  # the peer went away during the handshake
+                    raise ConnectionResetError("the connection closed during the TLS handshake")
+        except BaseException:
             self._transport.close()
-            raise httpcore.ConnectTimeout(f"no TLS handshake within {timeout:g} s") from None
-        except (OSError, ssl.SSLError) as exc:  # ssl.SSLError is an OSError; named for the reader
-            self._transport.close()
-            raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
-        if transport is None:  # the peer went away during the handshake
-            self._transport.close()
-            raise httpcore.ConnectError("the connection closed during the TLS handshake")
+            raise
         assert isinstance(transport, asyncio.Transport)
         self._receiver.transport = transport
         return AsyncioStream(self._loop, transport, self._receiver)
@@ -234,27 +244,17 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                sock = await _connected_socket(loop, host, port, local_address, list(socket_options or ()))
-                transport, receiver = await loop.create_connection(_Receiver, sock=sock)
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"no connection within {timeout:g} s") from None
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
+        async with _connecting(timeout, "connection"):
+            sock = await _connected_socket(loop, host, port, local_address, list(socket_options or ()))
+            transport, receiver = await loop.create_connection(_Receiver, sock=sock)
         return AsyncioStream(loop, transport, receiver)
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None
     ) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, receiver = await loop.create_unix_connection(_Receiver, path)
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"no connection within {timeout:g} s") from None
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
+        async with _connecting(timeout, "connection"):
+            transport, receiver = await loop.create_unix_connection(_Receiver, path)
         sock = transport.get_extra_info("socket")
         for option in socket_options or ():
             sock.setsockopt(*option)

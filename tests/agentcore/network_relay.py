@@ -63,10 +63,12 @@ def self_signed(directory: Path) -> Certificate:
 
 @dataclass
 class Relay:
-    """Forwards every accepted connection to ``target_port`` on 127.0.0.1."""
+    """Forwards every accepted connection to ``target_port`` on 127.0.0.1; it listens on a
+    free TCP port, or on the Unix socket ``unix_path`` when one is given."""
 
     target_port: int
     tls: ssl.SSLContext | None = None
+    unix_path: str | None = None
     port: int = 0
     accepted: int = 0
     client_closed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -75,6 +77,9 @@ class Relay:
     _server: asyncio.Server | None = None
 
     async def start(self) -> Relay:
+        if self.unix_path is not None:
+            self._server = await asyncio.start_unix_server(self._accept, self.unix_path, ssl=self.tls)
+            return self
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self

@@ -297,6 +297,28 @@ async def test_socket_options_are_set_on_the_socket(fake_server: FakeProviderSer
     assert b"opts" in body
 
 
+async def test_a_unix_socket_connection_streams_and_takes_socket_options(
+    fake_server: FakeProviderServer, tmp_path: Path
+) -> None:
+    """httpcore's ``uds=`` goes through ``connect_unix_socket`` (bounded and mapped like TCP)."""
+    fake_server.enqueue([Text("over unix")])
+    path = str(tmp_path / "provider.sock")
+    relay = await Relay(fake_server.port, unix_path=path).start()
+    options = [(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)]  # off by default
+    try:
+        backend = AsyncioBackend()
+        async with httpcore.AsyncConnectionPool(uds=path, network_backend=backend, socket_options=options) as pool:
+            async with pool.stream("POST", "http://provider/v1/chat/completions", content=BODY) as response:
+                body = await response.aread()
+                sock = response.extensions["network_stream"].get_extra_info("socket")
+                assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED) == 1
+        assert response.status == 200 and b"over unix" in body
+        with pytest.raises(httpcore.ConnectError):
+            await backend.connect_unix_socket(str(tmp_path / "nobody.sock"), timeout=5.0)
+    finally:
+        await relay.stop()
+
+
 def test_the_exception_map_is_httpx_own() -> None:
     """The lanes map httpcore's errors to httpx's as httpx's transport does; this pins the table
     to httpx's private one, so a new or renamed exception in httpx fails here, loudly."""
