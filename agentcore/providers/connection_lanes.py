@@ -104,6 +104,8 @@ class LaneTransport(httpx.AsyncBaseTransport):
             raise RuntimeError("the lane transport is closed")
         assert isinstance(request.stream, httpx.AsyncByteStream)  # what an async client sends
         url = request.url
+        if url.scheme not in ("http", "https"):  # as httpcore's pool refuses it
+            raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{url.scheme}://'.")
         core_request = httpcore.Request(
             method=request.method,
             url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),

@@ -319,6 +319,14 @@ async def test_a_unix_socket_connection_streams_and_takes_socket_options(
         await relay.stop()
 
 
+@pytest.mark.parametrize("url", ["htps://127.0.0.1:9/v1", "ftp://127.0.0.1/v1"])
+async def test_a_url_with_an_unsupported_scheme_is_httpx_unsupported_protocol(url: str) -> None:
+    """A mistyped base URL fails as on httpx's own transport, before any connect."""
+    async with _client() as client:
+        with pytest.raises(httpx.UnsupportedProtocol, match="unsupported protocol"):
+            await _complete(client, url)
+
+
 def test_the_exception_map_is_httpx_own() -> None:
     """The lanes map httpcore's errors to httpx's as httpx's transport does; this pins the table
     to httpx's private one, so a new or renamed exception in httpx fails here, loudly."""
