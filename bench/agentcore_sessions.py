@@ -20,8 +20,13 @@ The **floor** is measured in the same run, interleaved with agentcore's rounds: 
 ``httpx`` streams at once (one client per stream, configured like the runtime's), posting a
 Chat Completions request for the same answer and parsing every SSE event with agentcore's own
 decoder (``agentcore.providers.sse.SSEDecoder``) and ``json.loads``: the transport and parsing
-no runtime can avoid. The runtimes share one pooled client (``create_agent(http_client=...)``,
-``agentcore.new_host_http_client``), as in Studio; ``--own-clients`` gives each its own.
+no runtime can avoid. A second floor line, **floor on host lanes**, runs the same raw streams
+through one ``new_host_http_client()`` shared by all N (the client the runtimes use: its
+lanes read through ``agentcore.providers.asyncio_network``, not httpx's anyio backend), so
+the report shows what that network path alone saves against plain httpx; the ratio and
+"agentcore's own" stay relative to the plain-httpx floor. The runtimes share one pooled
+client (``create_agent(http_client=...)``, ``agentcore.new_host_http_client``), as in Studio;
+``--own-clients`` gives each its own.
 Reported per stream window (``--window-ms``, set with the supported
 ``AgentRuntime.set_stream_window``): agentcore's CPU per turn, the floor's, their ratio, and
 the difference (agentcore's own work), with the medians over ``--rounds`` rounds (the first
@@ -175,7 +180,8 @@ async def agent_round(sessions: list[Session], tokens: int, tag: str, settle: fl
 
 
 async def floor_round(url: str, clients: list[Any], tokens: int, settle: float) -> Round:
-    """N raw streams at once: post, read the bytes, split the SSE events, ``json.loads`` each."""
+    """N raw streams at once: post, read the bytes, split the SSE events, ``json.loads`` each
+    (``clients``: one per stream, or the same shared client N times)."""
 
     async def one(k: int, client: Any) -> tuple[float, float]:
         body = {
@@ -280,6 +286,8 @@ async def run(args: argparse.Namespace, provider: ProviderProcess) -> None:
     shared = None if args.own_clients else new_host_http_client()  # what Studio's host passes
     sessions = await open_sessions(args.sessions, provider.base_url, root, shared)
     clients = [new_http_client() for _ in range(args.sessions)]
+    lanes_client = new_host_http_client()
+    lanes_clients = [lanes_client] * args.sessions
     url = provider.base_url + PATHS["openai-completions"][len("/v1") :]
     settle = args.settle_ms / 1000
     results: dict[float, dict[str, list[Round]]] = {}
@@ -287,13 +295,15 @@ async def run(args: argparse.Namespace, provider: ProviderProcess) -> None:
         for w, window in enumerate(args.window_ms):
             for session in sessions:
                 session.runtime.set_stream_window(window / 1000)
-            rounds: dict[str, list[Round]] = {"agent": [], "floor": []}
+            rounds: dict[str, list[Round]] = {"agent": [], "floor": [], "lanes": []}
             for r in range(args.rounds):
                 first = w == 0 and r == 0  # connects, first request of every runtime: apart
-                order = ("floor", "agent") if r % 2 else ("agent", "floor")
+                order = ("floor", "lanes", "agent") if r % 2 else ("agent", "lanes", "floor")
                 for variant in order:
                     if variant == "floor":
                         rounds["floor"].append(await floor_round(url, clients, args.tokens, settle))
+                    elif variant == "lanes":
+                        rounds["lanes"].append(await floor_round(url, lanes_clients, args.tokens, settle))
                     else:
                         with profiler.sampling() if not first else contextlib.nullcontext():
                             rounds["agent"].append(await agent_round(sessions, args.tokens, f"w{w}r{r}", settle))
@@ -308,6 +318,7 @@ async def run(args: argparse.Namespace, provider: ProviderProcess) -> None:
             await session.runtime.close()
         for client in clients:
             await client.aclose()
+        await lanes_client.aclose()
         if shared is not None:
             await shared.aclose()
         shutil.rmtree(root, ignore_errors=True)
@@ -322,18 +333,22 @@ def report(args: argparse.Namespace, results: dict[float, dict[str, list[Round]]
         f"{args.rounds} rounds per window (CPU ms per turn, process_time)"
     )
     for w, (window, rounds) in enumerate(results.items()):
-        agent, floor = rounds["agent"], rounds["floor"]
+        agent, floor, lanes = rounds["agent"], rounds["floor"], rounds["lanes"]
         measured = agent[1:] if w == 0 and len(agent) > 1 else agent
         floors = floor[1:] if w == 0 and len(floor) > 1 else floor
+        lane_floors = lanes[1:] if w == 0 and len(lanes) > 1 else lanes
         a = statistics.median(r.cpu_ms for r in measured)
         f = statistics.median(r.cpu_ms for r in floors)
+        fl = statistics.median(r.cpu_ms for r in lane_floors)
         print(f"window {window:g} ms:")
         print(
             f"  agentcore {a:6.2f} ms/turn   floor {f:5.2f} ms/turn   ratio {a / f:4.1f}x   "
             f"agentcore's own {a - f:6.2f} ms/turn"
         )
+        print(f"  floor on host lanes {fl:5.2f} ms/turn (the same raw streams on new_host_http_client)")
         rows = ", ".join(f"{r.cpu_ms:.1f}" for r in agent)
-        print(f"  rounds: agentcore {rows}; floor {', '.join(f'{r.cpu_ms:.1f}' for r in floor)}")
+        lane_rows = ", ".join(f"{r.cpu_ms:.1f}" for r in lanes)
+        print(f"  rounds: agentcore {rows}; floor {', '.join(f'{r.cpu_ms:.1f}' for r in floor)}; lanes {lane_rows}")
         overlaps = f"agentcore {[r.overlap for r in agent]}, floor {[r.overlap for r in floor]}"
         print(f"  overlap: {overlaps} of {args.sessions}")
         last = agent[-1]

@@ -96,8 +96,11 @@ class ReadGuard:
         self._ticker.add(self)
 
     def enter(self) -> None:
-        """About to await the network (set ``reading = False`` when the await returned)."""
-        self._task = asyncio.current_task()
+        """About to await the network (set ``reading = False`` when the await returned).
+
+        The loop is passed: ``current_task()`` without one looks the running loop up, which
+        on CPython 3.11 calls ``os.getpid()`` (a real syscall on some VMs) once per read."""
+        self._task = asyncio.current_task(self._ticker.loop)
         self.reading = True
 
     def switch(self, phase: Cause) -> None:
