@@ -96,17 +96,18 @@ class OwnedWorkspaces:
 
 def confinement_of(session: StudioSession) -> ToolConfinement:
     """The confinement of ``session``'s store (its main session decides) as it runs now."""
-    from studio.workspaces import workdir_problem
+    from studio.workspaces import protected_paths, workdir_problem
 
     root = session.root or session
     policy = str(root.permission_policy)
     if root.tool_isolation == ToolIsolation.HOST:
         return ToolConfinement("host", policy, "Tools run on the Studio server, as the Studio process.")
-    problem = workdir_problem(_real(root.workdir), OwnedWorkspaces(root.owner_id), confined=True)
+    protected = protected_paths()  # once: the workdir check and the sandbox's hidden paths (each a realpath per path)
+    problem = workdir_problem(_real(root.workdir), OwnedWorkspaces(root.owner_id), confined=True, protected=protected)
     if problem is not None:
         summary = f"This session's working directory cannot be used any more: {problem} Start a new session."
         return ToolConfinement("refused", policy, summary)
-    sandbox = configured_sandbox()
+    sandbox = configured_sandbox(protected)
     off = "no sandbox is configured on this Studio (STUDIO_SANDBOX=off)"
     reason = off if sandbox is None else _PROBES.problem(sandbox)
     if sandbox is None or reason is not None:
@@ -124,8 +125,9 @@ def confinement_of(session: StudioSession) -> ToolConfinement:
     )
 
 
-def configured_sandbox() -> BubblewrapSandbox | None:
-    """The sandbox ``STUDIO_SANDBOX`` names (None when off), hiding Studio's protected paths."""
+def configured_sandbox(protected: tuple[Path, ...] | None = None) -> BubblewrapSandbox | None:
+    """The sandbox ``STUDIO_SANDBOX`` names (None when off), hiding Studio's protected paths
+    (``protected``: ``protected_paths()`` when the caller has it already)."""
     from agentcore.extensions.environment.sandbox import BubblewrapSandbox
     from studio.workspaces import protected_paths
 
@@ -137,7 +139,8 @@ def configured_sandbox() -> BubblewrapSandbox | None:
     network = getattr(settings, "STUDIO_SANDBOX_NETWORK", False)
     if not isinstance(network, bool):
         raise ImproperlyConfigured(f"STUDIO_SANDBOX_NETWORK must be a boolean; got {type(network).__name__}")
-    return BubblewrapSandbox(bwrap=raw.strip(), network=network, hidden=tuple(str(p) for p in protected_paths()))
+    hidden = protected if protected is not None else protected_paths()
+    return BubblewrapSandbox(bwrap=raw.strip(), network=network, hidden=tuple(str(p) for p in hidden))
 
 
 def check_sandbox() -> str | None:

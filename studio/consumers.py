@@ -90,8 +90,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
         frame, the largest part of a relay's cost). So does a frame from the page (a prompt):
         its only database write, a changed build/plan default, runs in
         ``database_sync_to_async``, which closes stale connections itself, and a prompt does
-        not queue behind every session's renders on that thread. The rest dispatches as usual."""
+        not queue behind every session's renders on that thread. So does the handshake: the
+        ownership read of ``connect`` runs in ``database_sync_to_async`` too (one hop per opening
+        fewer). The rest dispatches as usual."""
         kind = message.get("type")
+        if kind == "websocket.connect":  # its reads run in database_sync_to_async, which closes stale connections
+            await self.websocket_connect(message)
+            return
         if kind == "session.push":
             await self.session_push(message)
             return

@@ -96,16 +96,21 @@ def resolve_workdir(raw: str, session_id: str, *, owner_sessions: Iterable[str],
     return str(resolved)
 
 
-def workdir_problem(path: Path, own_sessions: Container[str], *, confined: bool) -> str | None:
+def workdir_problem(
+    path: Path, own_sessions: Container[str], *, confined: bool, protected: tuple[Path, ...] | None = None
+) -> str | None:
     """Why ``path`` (a real path) is not a workdir for a person owning ``own_sessions``, or None.
+    ``protected``: ``protected_paths()`` when the caller has it already (default: read here).
 
     Every session keeps to its person's own workspaces under the base. A confined session also
     keeps away from Studio's data and from any other place than a workspace or a shared folder;
     a session on the server (staff) may use a folder that holds Studio's data — a checkout with
     the default ``.studio-data`` in it — since its bash reads what the Studio process can anyway."""
     base = workspaces_base()
-    if confined and any(_contains(path, p) for p in protected_paths() if p != base):
-        return "This directory is (or holds) Studio's own data: pick another one."
+    if confined:
+        hidden = protected_paths() if protected is None else protected
+        if any(_contains(path, p) for p in hidden if p != base):
+            return "This directory is (or holds) Studio's own data: pick another one."
     if path == base or (confined and _contains(path, base)):
         return (
             f"{base} holds every person's workspaces: pick your own workspace inside it, "

@@ -102,3 +102,28 @@ def test_a_store_linked_into_place_by_someone_else_while_opening_is_checked(
     assert caught.value.code == STORE_INVALID
     assert "trigger" in str(caught.value)
     assert db.read_bytes() == before
+
+
+def test_every_new_store_image_is_stamped_with_its_own_identity() -> None:
+    """D4: images made one after another in one process (from its one schema template) each
+    carry a store id of their own and their creation time, and pass the read-only check."""
+    from datetime import UTC, datetime
+
+    from agentcore.harness.sqlite_schema import new_store_image
+
+    stamps = []
+    for _ in range(3):
+        image = bytearray(new_store_image())
+        assert image[18:20] == b"\x02\x02"  # marked WAL
+        image[18:20] = b"\x01\x01"  # so an in-memory connection can read it
+        conn = sqlite3.connect(":memory:")
+        try:
+            conn.deserialize(bytes(image))
+            stamps.append(conn.execute("SELECT store_id, created, fence, last_seq FROM meta").fetchone())
+        finally:
+            conn.close()
+    assert len({store_id for store_id, *_ in stamps}) == 3
+    assert all(len(store_id) == 32 and int(store_id, 16) >= 0 for store_id, *_ in stamps)
+    now = datetime.now(UTC)
+    assert all(abs((now - datetime.fromisoformat(created)).total_seconds()) < 60 for _, created, *_ in stamps)
+    assert {(fence, last_seq) for *_, fence, last_seq in stamps} == {(0, 0)}
