@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db.models import Case, Count, QuerySet, Sum, Value, When
@@ -29,6 +30,8 @@ from studio.models import (
     UsageRecord,
 )
 from studio.stores import location_of
+
+_T = TypeVar("_T")
 
 #: Turns listed in the Usage tab (totals always cover the whole session).
 USAGE_TURNS = 100
@@ -196,22 +199,29 @@ class ModelCatalog:
     def choices(self, model: RegisteredModel, rows: tuple[tuple[Any, ...], ...]) -> list[RegisteredModel]:
         """``model_choices(model)`` as of ``rows`` (the instances are shared: read them only)."""
         self._version(rows)
-        choices = self._choices.get(model.pk)
-        if choices is None:
-            choices = model_choices(model)
-            if _listed(model, rows):
-                self._choices[model.pk] = choices
+        choices: list[RegisteredModel] = _kept(self._choices, model, rows, model_choices)
         return list(choices)
 
     def capabilities(self, model: RegisteredModel, rows: tuple[tuple[Any, ...], ...]) -> Capabilities:
         """``model_capabilities.capabilities(model)`` as of ``rows``."""
         self._version(rows)
-        known = self._capabilities.get(model.pk)
-        if known is None:
-            known = capabilities(model)
-            if _listed(model, rows):
-                self._capabilities[model.pk] = known
-        return known
+        return _kept(self._capabilities, model, rows, capabilities)
+
+
+def _kept(
+    kept: dict[int, _T],
+    model: RegisteredModel,
+    rows: tuple[tuple[Any, ...], ...],
+    build: Callable[[RegisteredModel], _T],
+) -> _T:
+    """``build(model)``, kept in ``kept`` when ``model`` is one of ``rows`` (a disabled model's
+    fields are not part of the version: built afresh each time)."""
+    known = kept.get(model.pk)
+    if known is None:
+        known = build(model)
+        if _listed(model, rows):
+            kept[model.pk] = known
+    return known
 
 
 @dataclass(frozen=True, slots=True)

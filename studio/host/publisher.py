@@ -183,6 +183,8 @@ class Publisher:
             ctx = hs.contexts.get(view.target_id)
             live = ctx.live if ctx is not None else None
             marks = view.dirty
+            if live is None:
+                marks.opening = False  # the turn ended before it was shown: its end renders it
             opening = marks.opening and live is not None
             blocks = live is not None and bool(live.added or live.changed)
             if not (opening or blocks):
