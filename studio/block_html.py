@@ -22,6 +22,7 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.template.defaultfilters import linebreaksbr
 from django.utils.formats import localize
 from django.utils.html import conditional_escape, escape
@@ -57,6 +58,8 @@ def variable(value: Any) -> str:
     """A value as ``{{ value }}`` renders it: localized (numbers), then escaped unless safe."""
     if type(value) is str:  # most values: a plain string is only escaped
         return escape(value)
+    if type(value) is int and not settings.USE_THOUSAND_SEPARATOR:
+        return str(value)  # what ``localize`` gives an int without grouping, at a tenth of its cost
     return str(conditional_escape(localize(value)))
 
 

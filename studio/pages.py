@@ -199,14 +199,16 @@ def trace_context(session: StudioSession, state: HostState, *, page: int = 0) ->
     }
 
 
-def controls_context(session: StudioSession, state: HostState, cache: Cache | None = None) -> dict[str, Any]:
-    """The snapshot-driven controls: status, queue chips, model and effort, links. The model
-    choices change only with the session's settings: ``cache`` keeps them per settings version."""
+def controls_context(
+    session: StudioSession, state: HostState, cache: Cache | None = None, models: selectors.ModelMenu | None = None
+) -> dict[str, Any]:
+    """The snapshot-driven controls: status, queue chips, model and effort, links. The models
+    offered and what they can do change only with the registered models: ``models`` (the host's
+    catalog at its version) has them; without it they are read now."""
     context = state.context() or {}
     config = context.get("config") or {}
     root = session.root or session
-    key = ("model_choices", root.registered_model_id, int(config.get("version") or 0))
-    choices = cached(cache, key, lambda: selectors.model_choices(root.registered_model))
+    choices = models.choices(root.registered_model) if models else selectors.model_choices(root.registered_model)
     configured = config.get("model") or {}
     current_model = next((m for m in choices if m.model_id == configured.get("model_id")), None)
     if current_model is None and not configured:
@@ -225,7 +227,7 @@ def controls_context(session: StudioSession, state: HostState, cache: Cache | No
     status = context.get("status") or "idle"
     running = state.running
     in_use = current_model or root.registered_model
-    abilities = cached(cache, ("capabilities", in_use.pk), lambda: capabilities(in_use))
+    abilities = models.capabilities(in_use) if models else capabilities(in_use)
     return {
         "context_status": status,
         "busy": running or status in ("running", "queued"),
@@ -431,10 +433,14 @@ def render_regions(
     sent: dict[str, text_stream.StreamState] | None = None,
     cache: Cache | None = None,
     shown: Shown | None = None,
+    live_blocks: bool = True,
+    models: selectors.ModelMenu | None = None,
 ) -> str:
     """One push: the regions ``regions`` names, and the live turn's added and changed blocks.
     ``shown``: the control partials the view's pages show (``View.cache[SHOWN]``), kept up to date
-    here; a partial equal to the one shown is left out.
+    here; a partial equal to the one shown is left out. ``live_blocks=False``: no block of the
+    live turn (the caller sends those from the live turn as it is when the push goes out).
+    ``models``: the host's catalog of the registered models (``controls_context``).
 
     The session's row is read only when a region needs it (a push of streamed text reads
     none); a region whose render includes the live turn (the conversation, a turn's opening)
@@ -445,7 +451,7 @@ def render_regions(
     live = live_turn(state)
     names = [name for name in ALL_REGIONS if getattr(regions, name)]
     whole_turn = regions.conversation or (regions.opening and live is not None)
-    if live is not None and not whole_turn:
+    if live is not None and not whole_turn and live_blocks:
         parts.extend(
             live_block_parts(
                 live_prefix(live["request_id"]),
@@ -483,7 +489,7 @@ def render_regions(
     if "pending" in names and "pending" not in context:
         context.update(pending_context(session, state))
     if {"controls", "config", "records", "conversation"} & set(names):
-        context.update(controls_context(session, state, cache))
+        context.update(controls_context(session, state, cache, models))
     if "tasks" in names:
         context.update(tasks_context(session, state))
     if "usage" in names:

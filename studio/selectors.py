@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db.models import Case, Count, QuerySet, Sum, Value, When
@@ -15,6 +17,7 @@ from django.http import Http404
 from studio import sql
 from studio.host.contract import HostError, SessionConfig
 from studio.host.live import STEER_MISSED
+from studio.model_capabilities import Capabilities, capabilities
 from studio.models import (
     Approval,
     Provider,
@@ -27,6 +30,8 @@ from studio.models import (
     UsageRecord,
 )
 from studio.stores import location_of
+
+_T = TypeVar("_T")
 
 #: Turns listed in the Usage tab (totals always cover the whole session).
 USAGE_TURNS = 100
@@ -136,7 +141,11 @@ def _readable_key(model: RegisteredModel) -> str | None:
 def model_table(model: RegisteredModel) -> dict[str, Any]:
     """The runtime's model table (``create_agent(models=...)``): model id → attributes of every
     model a session on ``model`` may switch to, as registered now."""
-    return {m.model_id: m.attributes for m in model_choices(model) if m.attributes and not m.is_demo}
+    return _table_of(model_choices(model))
+
+
+def _table_of(choices: list[RegisteredModel]) -> dict[str, Any]:
+    return {m.model_id: m.attributes for m in choices if m.attributes and not m.is_demo}
 
 
 def enabled_model_rows() -> tuple[tuple[Any, ...], ...]:
@@ -158,28 +167,81 @@ def session_model_table(root_id: str) -> dict[str, Any]:
 
 
 class ModelCatalog:
-    """Each registered model's runtime options (its decrypted key) and model table, as of one
-    version of the enabled models (``enabled_model_rows``, which holds every field either is
-    built from): a store's opening reads that one plain statement and decrypts nothing and
-    queries no table again until a model changes. The host owns one (no process-wide state);
-    callers get copies, so a change to one config never reaches another."""
+    """Each registered model's runtime options (its decrypted key), model table and the models a
+    session on it may switch to, as of one version of the enabled models (``enabled_model_rows``,
+    which holds every field they are built from): a store's opening and a turn's pushes read
+    that one plain statement and decrypt nothing and query no table again until a model
+    changes. A host owns one (no process-wide state); callers get copies, so a change to one
+    config never reaches another."""
 
     def __init__(self) -> None:
         self._rows: tuple[tuple[Any, ...], ...] = ()
         self._built: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._choices: dict[int, list[RegisteredModel]] = {}
+        self._capabilities: dict[int, Capabilities] = {}
+
+    def _version(self, rows: tuple[tuple[Any, ...], ...]) -> None:
+        if rows != self._rows:
+            self._rows, self._built, self._choices, self._capabilities = rows, {}, {}, {}
 
     def parts(self, model: RegisteredModel, rows: tuple[tuple[Any, ...], ...]) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(model.runtime_options(), model_table(model))`` as of ``rows`` (``CredentialsError``
         when the key cannot be read: never kept). A model not in ``rows`` (disabled) is built
         afresh each time: its fields are not part of the version."""
-        if rows != self._rows:
-            self._rows, self._built = rows, {}
+        self._version(rows)
         built = self._built.get(model.pk)
         if built is None:
-            built = (model.runtime_options(), model_table(model))
-            if any(row[0] == model.pk for row in rows):
+            built = (model.runtime_options(), _table_of(self.choices(model, rows)))
+            if _listed(model, rows):
                 self._built[model.pk] = built
         return copy.deepcopy(built)
+
+    def choices(self, model: RegisteredModel, rows: tuple[tuple[Any, ...], ...]) -> list[RegisteredModel]:
+        """``model_choices(model)`` as of ``rows`` (the instances are shared: read them only)."""
+        self._version(rows)
+        choices: list[RegisteredModel] = _kept(self._choices, model, rows, model_choices)
+        return list(choices)
+
+    def capabilities(self, model: RegisteredModel, rows: tuple[tuple[Any, ...], ...]) -> Capabilities:
+        """``model_capabilities.capabilities(model)`` as of ``rows``."""
+        self._version(rows)
+        return _kept(self._capabilities, model, rows, capabilities)
+
+
+def _kept(
+    kept: dict[int, _T],
+    model: RegisteredModel,
+    rows: tuple[tuple[Any, ...], ...],
+    build: Callable[[RegisteredModel], _T],
+) -> _T:
+    """``build(model)``, kept in ``kept`` when ``model`` is one of ``rows`` (a disabled model's
+    fields are not part of the version: built afresh each time)."""
+    known = kept.get(model.pk)
+    if known is None:
+        known = build(model)
+        if _listed(model, rows):
+            kept[model.pk] = known
+    return known
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMenu:
+    """A host's ``ModelCatalog`` at the version of the registered models one store runs with
+    (``SessionConfig.model_rows``, read again before every prompt): what a push's controls and
+    turn actions offer, built once per version for every session of the host."""
+
+    catalog: ModelCatalog
+    rows: tuple[tuple[Any, ...], ...]
+
+    def choices(self, model: RegisteredModel) -> list[RegisteredModel]:
+        return self.catalog.choices(model, self.rows)
+
+    def capabilities(self, model: RegisteredModel) -> Capabilities:
+        return self.catalog.capabilities(model, self.rows)
+
+
+def _listed(model: RegisteredModel, rows: tuple[tuple[Any, ...], ...]) -> bool:
+    return any(row[0] == model.pk for row in rows)
 
 
 def session_config(session_id: str, catalog: ModelCatalog | None = None) -> SessionConfig:
@@ -326,9 +388,12 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
     newest ``USAGE_TURNS`` turns are grouped here, so a long session costs the same per render.
     """
     root = session.root or session
-    records = UsageRecord.objects.filter(session=root)
-    if targets is not None:
-        records = records.filter(target_id__in=targets)
+
+    def records() -> QuerySet[UsageRecord]:
+        """Every record of the view (an ORM query: built only for a long session's totals)."""
+        rows = UsageRecord.objects.filter(session=root)
+        return rows.filter(target_id__in=targets) if targets is not None else rows
+
     newest, prompts = _newest_usage(root, session, targets, USAGE_TURNS * 4 + 1)
     if len(newest) <= USAGE_TURNS * 4:  # every record is here: the totals are their sums
         sums: dict[str, Any] = {"calls": len(newest)}
@@ -336,7 +401,7 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
             sums[f] = sum((r[f] for r in newest), Decimal(0) if f == "cost" or f in _COST_FIELDS else 0)
     else:
         newest.pop()
-        sums = records.aggregate(
+        sums = records().aggregate(
             calls=Count("id"), cost=Sum("cost"), **{f: Sum(f) for f in _TOKEN_FIELDS + _COST_FIELDS}
         )
     totals: dict[str, Any] = {"calls": sums["calls"] or 0, "cost": sums["cost"] or Decimal(0)}
@@ -385,7 +450,7 @@ def usage_context(session: StudioSession, targets: set[int] | None = None) -> di
     for row in rows:
         row["class_costs"] = class_costs(row)
     totals["class_costs"] = class_costs(totals)
-    turn_count = records.values("request_id").distinct().count() if len(turns) >= USAGE_TURNS else len(rows)
+    turn_count = records().values("request_id").distinct().count() if len(turns) >= USAGE_TURNS else len(rows)
     return {
         "usage_rows": rows,
         "usage_rows_total": turn_count,

@@ -28,10 +28,23 @@ ALIAS = DEFAULT_DB_ALIAS  # ``connection`` is that alias's
 
 
 def table(model: type[Model]) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
+    """A model's table, quoted. Its metadata is fixed, so it is looked up once: a lookup of
+    ``connection`` per call cost more than the statements that use it."""
+    return _table(cast(Any, model))  # a model class hashes (the stubs say not)
 
 
 def column(model: type[Model], name: str) -> str:
+    """A field's column, quoted (looked up once, as ``table``)."""
+    return _column(cast(Any, model), name)
+
+
+@functools.cache
+def _table(model: type[Model]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+@functools.cache
+def _column(model: type[Model], name: str) -> str:
     return connection.ops.quote_name(_field(model, name).column)
 
 

@@ -40,6 +40,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from agentcore.events import RunEndEvent
 from studio import runtime_options, selectors, services
 from studio.host import commands, effects, timeline_feed
 from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, store_code, store_lost
@@ -623,6 +624,8 @@ class SessionHost:
                         if not hs.caught_up:
                             await effects.catch_up(hs, event)
                         hs.ready.set()
+                        if isinstance(event, RunEndEvent):
+                            await self.publisher.text_out(hs)  # its last tokens before its end's rows
                         hs.folding = True
                         streams = hs.live_turns()
                         try:

@@ -46,6 +46,9 @@ class View:
     # The Timeline rows the page was last sent (``studio.timeline.Picture``), which the next
     # push patches; None: the next push sends the whole region.
     timeline: Picture | None = None
+    # Held while a push of this view takes its ``seq`` and goes out (``studio.host.publisher``:
+    # the live turn's pushes and the pushes of regions that read rows are sent by two tasks).
+    sending: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def group(self) -> str:
@@ -71,7 +74,7 @@ class HostedSession:
     withdrawn: set[str] = field(default_factory=set)
     queued_steers: dict[int, dict[str, str]] = field(default_factory=dict)  # target → input id → prompt
     folding: bool = False  # the lease is in the middle of folding one event
-    flushing: bool = False  # the flush loop is rendering or sending a push
+    flushing: int = 0  # how many of the publisher's pushers are rendering or sending a push
     closing: bool = False
     caught_up: bool = False  # the lease has taken in the store's state at open (``effects.catch_up``)
     last_used: float = field(default_factory=time.monotonic)

@@ -288,8 +288,13 @@ async def test_the_first_change_after_a_quiet_window_is_pushed_at_once(user: Any
         watcher = await layer.new_channel()
         await layer.group_add(f"session-{session.pk}", watcher)
         await host.prompt(str(session.pk), prompt="HOLD a long answer", agent="build")
-        push = await asyncio.wait_for(layer.receive(watcher), timeout=20)  # a bound, far below the window
-        assert push["type"] == "session.push" and 'id="session-status"' in push["html"]
+        # The turn's opening (the live pusher's) and its status pill (the rows pusher's), each a
+        # push of its own: neither waits for the window.
+        pushed = ""
+        while 'id="live-turn"' not in pushed or 'id="session-status"' not in pushed:
+            push = await asyncio.wait_for(layer.receive(watcher), timeout=20)  # a bound, far below the window
+            assert push["type"] == "session.push"
+            pushed += push["html"]
     finally:
         gate.release()
         await host.close()
