@@ -18,12 +18,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.http import QueryDict
 from django.utils.datastructures import MultiValueDict
 from django.utils.html import escape
 
-from studio import services
 from studio.forms import MAX_PROMPT_CHARS, PromptForm, form_error
 from studio.host.routing import get_host_client
 from studio.models import StudioSession
@@ -117,12 +115,9 @@ def socket_frame(text_data: str | None, bytes_data: bytes | None) -> tuple[str, 
 
 
 async def submit_prompt(session: StudioSession, prompt: Prompt) -> dict[str, str]:
-    """Send the prompt to the session's host (``HostError`` if it refuses); the composer's
-    build/plan choice becomes the session's default, written only when it changed (through
-    ``database_sync_to_async``, which closes stale connections around it: the socket's frames
-    skip Channels' per-message close)."""
-    if prompt.agent != session.mode:
-        await database_sync_to_async(services.session_preferences_update)(session, mode=prompt.agent)
+    """Send the prompt to the session's host (``HostError`` if it refuses: then nothing is
+    written). The composer's build/plan choice becomes the session's default in the host's own
+    write of the run (``services.run_submitted``), so a refused prompt leaves it as it was."""
     receipt: dict[str, str] = await get_host_client().call("prompt", str(session.pk), **prompt.host_arguments())
     return receipt
 

@@ -97,19 +97,6 @@ def session_copy(session: StudioSession, *, title: str) -> StudioSession:
     )
 
 
-def session_preferences_update(session: StudioSession, *, mode: str | None = None, effort: str | None = None) -> None:
-    """Remember the composer's build/plan toggle and effort as the session's defaults."""
-    fields = []
-    if mode and mode != session.mode:
-        session.mode = mode
-        fields.append("mode")
-    if effort and effort != session.effort:
-        session.effort = effort
-        fields.append("effort")
-    if fields:
-        session.save(update_fields=fields)
-
-
 def title_from(prompt: str) -> str:
     """A session's title from its first prompt (one line, at most 80 characters)."""
     line = " ".join(prompt.split())
@@ -185,8 +172,10 @@ def run_submitted(
     """A prompt the person sent: a turn that runs now (``running``) or waits (``queued``).
 
     The request id is new (the host makes one per prompt), so the row is inserted; the session's
-    activity, status and — for its first prompt — title go into ``rows`` (written here when none
-    is given)."""
+    activity, status, build/plan default (the composer's choice for this prompt becomes the
+    session's: recorded here, with the run, so a page's socket need not remember the row as it
+    was when it connected — another tab may have changed it since) and — for its first prompt —
+    title go into ``rows`` (written here when none is given)."""
     own = rows is None
     rows = rows or SessionRows()
     with transaction.atomic(savepoint=False):
@@ -203,6 +192,8 @@ def run_submitted(
             },
         )
         rows.set(session_id, last_activity=timezone.now())
+        if agent in Mode.values:
+            rows.set(session_id, mode=agent)
         if status == str(RunStatus.RUNNING):
             rows.set(session_id, status=SessionStatus.RUNNING)
         if prompt.strip():

@@ -204,3 +204,24 @@ async def test_the_agent_chosen_in_the_composer_becomes_the_sessions_default(
     assert (await _reply_to(communicator, _prompt_frame("plan a todo app", agent="plan")))["reply"] == "accepted"
     assert (await StudioSession.objects.aget(pk=session.pk)).mode == "plan"
     await communicator.disconnect()
+
+
+async def test_the_default_follows_the_last_prompt_when_another_tab_changed_it(
+    user: Any, make_session: Any, host: SessionHost
+) -> None:
+    """W13: two tabs on one session whose default is plan. The second tab's build prompt makes
+    build the default; the first tab's socket (connected while the default was plan) then sends
+    a plan prompt, and plan is the default again: the host records each prompt's build/plan
+    choice with its run, not a socket's memory of the row from when it connected."""
+    session = await sync_to_async(make_session)(user)
+    await StudioSession.objects.filter(pk=session.pk).aupdate(mode="plan")
+    first = await _opened(session, user)
+    second = await _opened(session, user)
+    assert (await _reply_to(second, _prompt_frame("say hello", agent="build")))["reply"] == "accepted"
+    await host.wait_idle(str(session.pk))
+    assert (await StudioSession.objects.aget(pk=session.pk)).mode == "build"
+    reply = await _reply_to(first, _prompt_frame("plan a todo app", agent="plan"))
+    assert reply["reply"] == "accepted", reply
+    assert (await StudioSession.objects.aget(pk=session.pk)).mode == "plan"
+    await first.disconnect()
+    await second.disconnect()
