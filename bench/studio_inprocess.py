@@ -83,7 +83,6 @@ COMPONENTS = (
     "studio.host.effects.write",
     "studio.host.effects:_LedgerSync.run",
     "studio.services.run_submitted",
-    "studio.services.session_preferences_update",
     "studio.selectors.session_model_table",
     "studio.selectors.session_for_user",
     "studio.selectors.session_config",
