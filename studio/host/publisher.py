@@ -42,12 +42,16 @@ log = logging.getLogger("studio.hosts")
 class Publisher:
     """Renders and sends one host's pushes (``epoch`` names the host's process lifetime)."""
 
-    def __init__(self, epoch: str, layer: Callable[[], Any], interval: float) -> None:
+    def __init__(
+        self, epoch: str, layer: Callable[[], Any], interval: float, models: selectors.ModelCatalog | None = None
+    ) -> None:
+        """``models``: the host's catalog of the registered models (the one its openings use),
+        so a version's options and keys are read once per host, not once more for the pushes."""
         self.epoch = epoch
         self._layer = layer
         self.interval = interval
         self._rendering: set[str] = set()  # views whose push of rows is being rendered
-        self.models = selectors.ModelCatalog()  # what the pushes' controls offer, per version
+        self.models = models if models is not None else selectors.ModelCatalog()
 
     def state(self, hs: HostedSession, view: View) -> HostState:
         """The view's state for a page that renders it whole (a page load, a watcher's resync):

@@ -81,7 +81,8 @@ class SessionHost:
         self._factory = runtime_factory or configured_factory()
         self._layer = channel_layer
         interval = settings.STUDIO_FLUSH_INTERVAL if flush_interval is None else flush_interval
-        self.publisher = Publisher(self.epoch, lambda: self.layer, interval)
+        self.models = selectors.ModelCatalog()  # the registered models' options, per version
+        self.publisher = Publisher(self.epoch, lambda: self.layer, interval, self.models)
         self.leases = leases
         self._idle = settings.STUDIO_RUNTIME_IDLE_SECONDS if idle_seconds is None else idle_seconds
         self._extension_paths = list(settings.STUDIO_EXTENSIONS if extensions is None else extensions)
@@ -90,7 +91,6 @@ class SessionHost:
         self._view_roots: dict[str, str] = {}  # view id → its main session's id
         self._open_lock = asyncio.Lock()
         self._demo: Any = None  # one offline demo server shared by every demo session of this host
-        self.models = selectors.ModelCatalog()  # the registered models' options, per version
         self.http_client: httpx.AsyncClient | None = None  # one pool for every runtime (factory.host_http_client)
 
     def demo_base_url(self) -> str:

@@ -92,3 +92,18 @@ async def test_a_key_changed_or_a_model_enabled_shows_at_the_next_turns_end(
     charlie.enabled = True
     await sync_to_async(charlie.save)()
     assert _retry_menu(await pushes.turn(f"{FAIL} and again")) == ["Alpha", "Charlie"]
+
+
+async def test_a_sessions_first_turn_decrypts_no_key_its_opening_read(
+    user: Any, host: SessionHost, server: FakeProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host keeps one catalog for its openings and its pushes: the models the opening
+    read for this version (its own key, the ones it may switch to) are what the first turn's
+    menu offers, without reading a key again."""
+    alpha = await scripted_model(server, name="Alpha")
+    await scripted_model(server, name="Bravo", model_id="m2")
+    session, _client = await scripted_session(user, server, model=alpha)
+    pushes = await Pushes.listen(host, str(session.pk))
+    reads = KeyReads(monkeypatch)
+    assert _retry_menu(await pushes.turn(f"{FAIL} hello")) == ["Alpha", "Bravo"]
+    assert reads.calls == 0
