@@ -335,3 +335,61 @@ def test_the_exception_map_is_httpx_own() -> None:
     from agentcore.providers.connection_lanes import _HTTPCORE_TO_HTTPX
 
     assert _HTTPCORE_TO_HTTPX == httpx_default._load_httpcore_exceptions()
+
+
+class _Flood(asyncio.Protocol):
+    """A server that writes ``payload`` at once on connect; ``blocked`` once its transport's
+    write buffer went over the high-water mark (the kernel took no more)."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+        self.blocked = asyncio.Event()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.write(self.payload)
+        transport.write_eof()
+
+    def pause_writing(self) -> None:
+        self.blocked.set()
+
+
+async def test_a_server_that_floods_is_buffered_to_a_bound_and_read_whole() -> None:
+    """An endless-looking stream (16 MiB written at once while nobody reads) fills at most the
+    stream's high-water mark plus one socket read in the client: its transport stops reading
+    the socket, so the server's writes wait in the kernel instead of the client's memory. Then
+    every byte arrives, in order, and the end is b""."""
+    from agentcore.providers.asyncio_network import HIGH_WATER
+
+    loop = asyncio.get_running_loop()
+    payload = bytes(range(256)) * (16 * 1024 * 1024 // 256)
+    flood = _Flood(payload)
+    server = await loop.create_server(lambda: flood, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5.0)
+        assert isinstance(stream, AsyncioStream)
+        receiver = stream._receiver
+        transport = receiver.transport
+        assert transport is not None
+        paused = asyncio.Event()
+        pause_reading = transport.pause_reading
+
+        def pause_and_say() -> None:
+            pause_reading()
+            paused.set()
+
+        transport.pause_reading = pause_and_say  # type: ignore[method-assign]
+        await asyncio.wait_for(paused.wait(), 10)  # the client stopped reading the socket
+        assert receiver.read_paused and flood.blocked.is_set()
+        assert len(receiver.buffer) <= HIGH_WATER + 256 * 1024  # one socket read past the mark
+        received = bytearray()
+        async with asyncio.timeout(30):  # a reader that never resumes fails here, not hangs
+            while chunk := await stream.read(64 * 1024):
+                received += chunk
+                assert len(receiver.buffer) <= HIGH_WATER + 256 * 1024
+        assert received == payload
+        await stream.aclose()
+    finally:
+        server.close()
+        await server.wait_closed()
