@@ -2,7 +2,7 @@
 
 ``StudioProcess`` migrates a fresh data dir, sets Django up in *this* process (the benchmark
 creates models and sessions through the ORM, on the same SQLite file daphne uses), logs a user
-in, and runs ``daphne studio.asgi:application`` on a free loopback port. ``cpu_seconds()``
+in, and runs ``daphne studio.server:application`` on a free loopback port. ``cpu_seconds()``
 reads daphne's CPU time from ``/proc``; ``py_spy(out)`` samples it until ``stop_py_spy()``.
 """
 
@@ -111,7 +111,7 @@ class StudioProcess:
         self.csrf = get_random_string(32)  # an unmasked secret is valid as both cookie and header
         self.cookie = f"sessionid={client.cookies['sessionid'].value}; csrftoken={self.csrf}"
         self._log = open(self.data_dir / "daphne.log", "wb")
-        serve = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "studio.asgi:application"]
+        serve = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "studio.server:application"]
         if self.workers is not None:
             serve = [sys.executable, "manage.py", "studio", "--port", str(self.port), "--workers", str(self.workers)]
         self._server = subprocess.Popen(

@@ -242,6 +242,10 @@ STUDIO_FLUSH_INTERVAL = float(os.environ.get("STUDIO_FLUSH_INTERVAL", "0.025"))
 # 40 ms measured best at 50 streams on 2 cores: 60 ms saved 0-5 ms of CPU per turn but doubled
 # the median delay (docs/benchmarks.md).
 STUDIO_STREAM_WINDOW_MAX = float(os.environ.get("STUDIO_STREAM_WINDOW_MAX", "0.04"))
+# A server process (``studio.server``, ``runworker``) collects its young generation after this
+# many net new container objects (Python: 700), with its start-up heap frozen (studio.heap:
+# fewer and shorter collector pauses in the middle of the streams); 0 keeps Python's thresholds.
+STUDIO_GC_YOUNG_THRESHOLD = os.environ.get("STUDIO_GC_YOUNG_THRESHOLD", "20000")
 STUDIO_RUNTIME_IDLE_SECONDS = float(os.environ.get("STUDIO_RUNTIME_IDLE_SECONDS", "900"))
 # Dotted path of an async factory ``(SessionConfig) -> runtime``; empty = agentcore.create_agent.
 STUDIO_RUNTIME_FACTORY = os.environ.get("STUDIO_RUNTIME_FACTORY", "")

@@ -114,7 +114,7 @@ class StudioCluster:
         process = self.spawn(
             name,
             ["-m", "daphne", "--application-close-timeout", "2", "-b", "127.0.0.1", "-p", str(port),
-             "studio.asgi:application"],
+             "studio.server:application"],
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         wait_until(lambda: answers(url + "/login/"), name, process, self.logs / f"{name}.log")

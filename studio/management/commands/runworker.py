@@ -8,11 +8,22 @@ unchanged. (Studio is listed before ``channels`` in ``INSTALLED_APPS`` so this c
 
 from __future__ import annotations
 
-from channels.management.commands.runworker import Command as ChannelsRunworker
+from typing import Any
 
+from channels.management.commands.runworker import Command as ChannelsRunworker
+from django.conf import settings
+
+from studio import heap
 from studio.host.routing import StudioWorker
 
 
 class Command(ChannelsRunworker):
     help = "Run a channel worker; for `studio-host`, a session-host worker that leases its sessions."
     worker_class = StudioWorker
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Serve with the process's collector settled (``studio.heap``) once the application is built."""
+        import studio.asgi  # noqa: F401  (the application this worker serves: built before the heap is frozen)
+
+        heap.settle(settings.STUDIO_GC_YOUNG_THRESHOLD)
+        super().handle(*args, **options)

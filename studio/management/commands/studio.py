@@ -2,7 +2,7 @@
 
 Migrates the database, creates a first user when there is none (the generated password is
 printed once and kept in ``<data dir>/initial-login.txt``, readable by the owner only),
-registers the offline demo model, then serves: daphne for ``studio.asgi:application`` plus
+registers the offline demo model, then serves: daphne for ``studio.server:application`` plus
 ``STUDIO_WORKERS`` session-host workers, supervised (``studio.host.supervisor``); with
 ``--workers 0`` (or in scale mode, whose workers an operator runs) it replaces itself with
 daphne. Idempotent: a second run changes nothing and just serves.
@@ -18,9 +18,11 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from studio import heap
 from studio.host.supervisor import supervise, worker_count
 from studio.models import Provider, RegisteredModel
 
@@ -80,6 +82,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:  # the served process reads it (studio.server): refuse a bad value before changing anything
+            heap.young_threshold(settings.STUDIO_GC_YOUNG_THRESHOLD)
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
         data_dir = Path(settings.STUDIO_DATA_DIR)
         data_dir.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
@@ -109,7 +115,7 @@ class Command(BaseCommand):
             options["host"],
             "-p",
             str(options["port"]),
-            "studio.asgi:application",
+            "studio.server:application",
         ]
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
         if options["dev"]:
