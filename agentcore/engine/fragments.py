@@ -62,9 +62,14 @@ class FragmentBuffer:
         self._chars += len(text)
 
     def due(self) -> bool:
+        """The window's deadline has passed (or the buffer is full) with fragments buffered."""
         if not self._parts:
             return False
         return self._chars >= FLUSH_CHARS or self.clock() - self._last_flush >= self.window.seconds
+
+    def full(self) -> bool:
+        """So much text is buffered that it is committed now, whatever the window."""
+        return self._chars >= FLUSH_CHARS
 
     def deadline(self) -> float | None:
         """When buffered fragments must be flushed, or None when nothing is buffered."""

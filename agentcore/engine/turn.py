@@ -285,7 +285,10 @@ class TurnEngine(ToolRound, CompactionStep):
                     continue
                 case _:
                     assert_never(event)
-            if buffer.due():
+            # A window is committed when its deadline has passed and the pump has handed over
+            # everything that arrived before it (the tick), not at the first token that finds
+            # the deadline passed: the tokens queued behind it would wait a whole next window.
+            if buffer.full() if event is not None else buffer.due():
                 fragments = buffer.drain(self.request_id)
                 timing.stamp(fragments, self.log.now_ms())
                 self.log.commit(Commit(entries=[self.log.entry("fragment", f) for f in fragments]))

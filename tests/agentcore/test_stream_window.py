@@ -5,6 +5,7 @@ is committed, so a reader of the store never sees less than a live client saw.""
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from agentcore.errors import InputValidationError
 from agentcore.harness.sqlite_store import SqliteStorage
-from agentcore.testing.steps import Stop, Text, Thinking, Usage
+from agentcore.testing.steps import Delay, Stop, Text, Thinking, Usage
 
 COMPLETIONS = "openai-completions"
 
@@ -87,3 +88,31 @@ async def test_a_window_emits_one_delta_event_per_block_not_one_per_token(make_a
     assert len({e.index for e in texts}) == 1 and {e.index for e in thinking}.isdisjoint({texts[0].index})
     kinds = [e.type for e in events if e.type in ("text_delta", "thinking_delta")]
     assert kinds.index("thinking_delta") < kinds.index("text_delta")
+
+
+async def test_everything_received_before_a_windows_deadline_goes_out_with_that_window(
+    make_agent: Any, fake_server: Any, tmp_path: Path
+) -> None:
+    """D1/E1 (issue 25): a window's commit carries every fragment that arrived before its
+    deadline. One token, then three more at once while the window is open: at the deadline all
+    four are committed and emitted together. (It used to commit at the first of the waiting
+    tokens and hold the other two for a whole further window: with tokens 20 ms apart, every
+    window wider than 40 ms added up to a window of delay to most of them.)"""
+    fake_server.enqueue(
+        [
+            Text("", chunks=["a "]),
+            Delay(0.05),
+            Text("", chunks=["b ", "c ", "d "]),
+            Delay(1.0),  # the provider is quiet well past the window's deadline
+            Text("", chunks=["e "]),
+            Usage(input=5, output=5),
+            Stop("stop"),
+        ]
+    )
+    db = tmp_path / "w.sqlite"
+    agent = await make_agent(COMPLETIONS, database_path=str(db))
+    agent.set_stream_window(0.5)
+    texts = [event.delta async for event in agent.run({"prompt": "count", "request_id": "r1"}) if event.type == "text_delta"]
+    assert texts[0] == "a b c d ", texts
+    assert "".join(texts) == "a b c d e "
+    assert [json.loads(f)["text"] for f in _fragments(db)][0] == "a b c d "
