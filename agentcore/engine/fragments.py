@@ -4,10 +4,11 @@ One transaction per token would cost more than the model stream itself, so delta
 merged per content block and committed at most every ``FLUSH_INTERVAL_S`` (or when the
 buffer grows past ``FLUSH_CHARS``; a host may widen the window: ``StreamWindow``). The events
 describing a fragment are released only after its commit, so the durable window a crash can
-lose is the text of the last window — and no client has seen that text either. 20 ms keeps
-the delay the durable commit adds to the first token under the 20 ms a person notices (it was
-50 ms); a reply that streams in less than that still costs no extra commit, since its fragments
-settle with the message.
+lose is the text of the last window — and no client has seen that text either. A stream's
+first fragment is committed at once, without waiting for a window: the first token is what a
+person waits for (it waited a whole window, 20 ms alone and up to 60 ms under a host's load),
+and one more commit per answer is the price. After it, and after every commit, text waits at
+most one window.
 
 The events of a window are released together, after its commit, so ``PendingEvents`` merges a
 window's consecutive deltas of one block into one event: the same text at the same moment as one
@@ -17,6 +18,7 @@ generators, the session bus, a host's fold and render).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,7 +54,7 @@ class FragmentBuffer:
     _last_flush: float = 0.0
 
     def __post_init__(self) -> None:
-        self._last_flush = self.clock()
+        self._last_flush = -math.inf  # a stream's first fragment waits for no window
 
     def add(self, index: int, kind: str, text: str) -> None:
         if self._parts and self._parts[-1][0] == index and self._parts[-1][1] == kind:

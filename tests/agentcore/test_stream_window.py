@@ -25,6 +25,11 @@ def _fragments(db: Path) -> list[str]:
         return [row[0] for row in conn.execute("SELECT payload FROM entries WHERE kind = 'fragment' ORDER BY seq")]
 
 
+async def _text_events(agent: Any) -> list[str]:
+    events = agent.run({"prompt": "count", "request_id": "r1"})
+    return [event.delta async for event in events if event.type == "text_delta"]
+
+
 async def test_a_wider_window_commits_fewer_fragments_and_shows_nothing_before_its_commit(
     make_agent: Any, fake_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -94,25 +99,45 @@ async def test_everything_received_before_a_windows_deadline_goes_out_with_that_
     make_agent: Any, fake_server: Any, tmp_path: Path
 ) -> None:
     """D1/E1 (issue 25): a window's commit carries every fragment that arrived before its
-    deadline. One token, then three more at once while the window is open: at the deadline all
-    four are committed and emitted together. (It used to commit at the first of the waiting
-    tokens and hold the other two for a whole further window: with tokens 20 ms apart, every
-    window wider than 40 ms added up to a window of delay to most of them.)"""
+    deadline. The first token goes out at once; the next opens a window, and three more come at
+    once while it is open: at its deadline all four are committed and emitted together. (It
+    used to commit at the first of the waiting tokens and hold the other two for a whole further
+    window: with tokens 20 ms apart, every window wider than 40 ms added up to a window of delay
+    to most of them.)"""
     fake_server.enqueue(
         [
             Text("", chunks=["a "]),
             Delay(0.05),
-            Text("", chunks=["b ", "c ", "d "]),
+            Text("", chunks=["b "]),
+            Delay(0.05),
+            Text("", chunks=["c ", "d ", "e "]),
             Delay(1.0),  # the provider is quiet well past the window's deadline
-            Text("", chunks=["e "]),
-            Usage(input=5, output=5),
+            Text("", chunks=["f "]),
+            Usage(input=5, output=6),
             Stop("stop"),
         ]
     )
     db = tmp_path / "w.sqlite"
     agent = await make_agent(COMPLETIONS, database_path=str(db))
     agent.set_stream_window(0.5)
-    texts = [event.delta async for event in agent.run({"prompt": "count", "request_id": "r1"}) if event.type == "text_delta"]
-    assert texts[0] == "a b c d ", texts
-    assert "".join(texts) == "a b c d e "
-    assert [json.loads(f)["text"] for f in _fragments(db)][0] == "a b c d "
+    texts = await _text_events(agent)
+    assert texts[:2] == ["a ", "b c d e "], texts
+    assert "".join(texts) == "a b c d e f "
+    assert [json.loads(f)["text"] for f in _fragments(db)][:2] == ["a ", "b c d e "]
+
+
+async def test_a_streams_first_text_is_committed_and_shown_at_once(
+    make_agent: Any, fake_server: Any, tmp_path: Path
+) -> None:
+    """D1/E1 (issue 25): the first text of a stream does not wait for a window — a person waits
+    for the first token most. Under a 1 s window, a token and another 0.3 s later: the first is
+    committed and emitted alone, the second with the window after it."""
+    fake_server.enqueue(
+        [Text("", chunks=["a "]), Delay(0.3), Text("", chunks=["b "]), Usage(input=5, output=2), Stop("stop")]
+    )
+    db = tmp_path / "w.sqlite"
+    agent = await make_agent(COMPLETIONS, database_path=str(db))
+    agent.set_stream_window(1.0)
+    texts = await _text_events(agent)
+    assert texts == ["a ", "b "]
+    assert next(json.loads(f)["text"] for f in _fragments(db)) == "a "
