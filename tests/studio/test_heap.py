@@ -34,14 +34,15 @@ print(json.dumps({"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold
 """
 
 
-def _child(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], data_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` in a clean environment (no ``DJANGO_``/``STUDIO_`` settings of the test process)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "STUDIO_"))}
-    clean.update(
-        {"STUDIO_DATA_DIR": str(tmp_path), "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "studio.settings", **env}
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120
-    )
+    clean.update({"STUDIO_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT), **env})
+    return subprocess.run(argv, cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120)
+
+
+def _child(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return _run([sys.executable, "-c", code], tmp_path, DJANGO_SETTINGS_MODULE="studio.settings", **env)
 
 
 def _report(prelude: str, tmp_path: Path, **env: str) -> dict[str, object]:
@@ -120,17 +121,8 @@ def test_a_bad_threshold_stops_the_server_before_it_serves(tmp_path: Path) -> No
 def test_manage_py_studio_refuses_a_bad_threshold_before_it_prepares_anything(tmp_path: Path) -> None:
     """``manage.py studio`` names the setting and leaves the data directory as it was (no
     database migrated, no first user made)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "STUDIO_"))}
     data_dir = tmp_path / "data"
-    clean.update({"STUDIO_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT), "STUDIO_GC_YOUNG_THRESHOLD": "-1"})
-    result = subprocess.run(
-        [sys.executable, "manage.py", "studio", "--no-serve"],
-        cwd=ROOT,
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _run([sys.executable, "manage.py", "studio", "--no-serve"], data_dir, STUDIO_GC_YOUNG_THRESHOLD="-1")
     assert result.returncode != 0
     assert "STUDIO_GC_YOUNG_THRESHOLD" in result.stderr
     assert not (data_dir / "initial-login.txt").exists()
