@@ -4,10 +4,9 @@ Why: a Studio process holds Django, the SDKs and every open session's runtime: a
 container objects after start-up, and another thousand or so per open session. CPython's cyclic
 collector walks the old generation whole now and then (about 0.5–1 µs per object on a small
 VM), and every walk stops the event loop that streams every session's text. Measured with
-``bench/studio_overhead.py`` at 50 concurrent sessions (docs/benchmarks.md): with Python's
-defaults the collector ran ~170 times during one size's run, for ~380 ms, with full collections
-of 110–150 ms in the middle of the streams; settled as below, ~6 times for ~130 ms, the longest
-~70–85 ms.
+``bench/studio_overhead.py`` over its 1-, 10- and 50-session runs (docs/benchmarks.md): with
+Python's defaults the collector ran ~200 times for ~380 ms, with full collections of 110–154 ms
+in the middle of 50 streams; settled as below, ~6 times for ~130 ms, the longest ~70–85 ms.
 
 Two settings do that, both standard for long-running servers:
 
