@@ -469,11 +469,7 @@ class SessionHost:
             return
         hs.lost = True
         log.warning("session %s: dropped (%s); its new holder resumes it", root_id, reason)
-        await self._close(hs)
-        if self._sessions.get(root_id) is hs:
-            del self._sessions[root_id]
-        if self.leases is not None:
-            await self.leases.release(root_id, active=True)  # a no-op unless the lease is still ours
+        await self._forget(hs, active=True)  # the release is a no-op unless the lease is still ours
 
     # -- opening and closing ------------------------------------------------------------------
 
@@ -601,10 +597,14 @@ class SessionHost:
                 await self._forget(hs, active=False)
 
     async def _forget(self, hs: HostedSession, *, active: bool) -> None:
-        """Close a session's runtime and give its lease up (``active``: work must go on)."""
+        """Close a session's runtime and give its lease up (``active``: work must go on).
+
+        Its turns stop streaming here, so the other runtimes' window is set again: a session
+        dropped or closed mid-turn must not keep theirs wide."""
         await self._close(hs)
         if self._sessions.get(hs.root_id) is hs:
             del self._sessions[hs.root_id]
+        self._retune()
         if self.leases is not None:
             await self.leases.release(hs.root_id, active=active)
 

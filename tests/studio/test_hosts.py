@@ -350,3 +350,34 @@ async def test_a_host_sets_every_runtimes_stream_window_from_its_live_turns(user
         await host.close()
         set_session_host(None)
         server.stop_in_thread()
+
+
+async def test_a_session_dropped_while_its_turn_streams_narrows_the_other_runtimes_window(
+    user: Any, make_session: Any
+) -> None:
+    """Issue 25: a session that leaves the host mid-turn (dropped for another holder, or closed)
+    stops streaming here, so the runtimes that stay get the window of the turns still live —
+    before, the host kept the wide window until some other turn opened or ended."""
+    from agentcore.testing.fake_server import FakeProviderServer
+    from studio.host.session_host import SessionHost, set_session_host
+    from tests.studio.fakes import Gate, gated_factory, responder
+
+    server = FakeProviderServer(responder=responder).start_in_thread()
+    gate = Gate()
+    host = SessionHost(
+        runtime_factory=gated_factory(server, gate), flush_interval=0.01, window_policy=lambda live: 0.02 * (1 + live)
+    )
+    set_session_host(host)
+    try:
+        first, second = [str((await sync_to_async(make_session)(user)).pk) for _ in range(2)]
+        for sid in (first, second):
+            await host.prompt(sid, prompt=f"HOLD {sid}", agent="build")
+            await host.wait_live(sid)
+        assert host._sessions[second].runtime.config.stream_window.seconds == pytest.approx(0.06)
+        await host.drop(first, "a test: another holder has it")
+        assert first not in host._sessions
+        assert host._sessions[second].runtime.config.stream_window.seconds == pytest.approx(0.04)
+    finally:
+        await host.close()
+        set_session_host(None)
+        server.stop_in_thread()
