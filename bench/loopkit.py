@@ -247,6 +247,18 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}, load average {load}"
 
 
+def stolen_seconds() -> float | None:
+    """CPU time the hypervisor gave to other guests since boot (``steal`` in ``/proc/stat``, all
+    cores), or None where the kernel does not say. Why: on a shared VM a noisy neighbour slows
+    every process without raising the load average; the steal taken during a run says whether
+    its numbers were measured on a quiet machine."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def py_spy(out: Path, *, pid: int | None = None, rate: int = 500, gil: bool = True) -> subprocess.Popen[bytes]:
     """Start py-spy sampling ``pid`` (default: this process) into ``out`` (raw collapsed
     stacks); ``gil``: only the thread holding the GIL (Python CPU), else every thread on the

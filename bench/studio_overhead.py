@@ -22,10 +22,12 @@ first token's time after the prompt was sent (p95, seconds: the 200-session targ
 request (prompt sent → the provider has the request); frames per session, **bytes on the
 socket per token** and the largest frame; **Studio's CPU per session** (daphne plus every
 process below it, e.g. session-host workers) split into *open* (page + socket + runtime) and
-*turn* (prompt sent → the turn's end). Prompts go over each page's socket, as the browser's
-composer sends them (``--prompt-via post``: the POST, as a prompt with images does). A
-long-answer case (``--long-tokens``, default 2,000 tokens, at ``--long-sizes``) shows whether
-bytes per token stay constant as the answer grows.
+*turn* (prompt sent → the turn's end); and the **steal** during the size (CPU time the
+hypervisor gave other guests: a noisy neighbour slows every process without raising the load
+average, so a size measured with seconds of steal was not measured on a quiet machine). Prompts
+go over each page's socket, as the browser's composer sends them (``--prompt-via post``: the
+POST, as a prompt with images does). A long-answer case (``--long-tokens``, default 2,000
+tokens, at ``--long-sizes``) shows whether bytes per token stay constant as the answer grows.
 
 ``--flush-interval S`` sets ``STUDIO_FLUSH_INTERVAL``; ``--env NAME=VALUE`` any other setting.
 ``--profile out.txt`` samples daphne with py-spy for the whole run (read it with
@@ -52,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopkit import ProviderProcess, machine
+from loopkit import ProviderProcess, machine, stolen_seconds
 from studiokit import ROOT, StudioProcess
 
 from agentcore.engine.fragments import FLUSH_INTERVAL_S
@@ -403,7 +405,8 @@ def _row(r: dict[str, Any]) -> str:
     first = "—" if r["first_token_p95_s"] is None else f"{r['first_token_p95_s']:.2f}"
     roles = " ".join(f"{role} {ms:.0f}" for role, ms in r["cpu_turn_ms_by_role"].items())
     opening = " ".join(f"{role} {ms:.0f}" for role, ms in r["cpu_open_ms_by_role"].items())
-    notes += f" [open cpu: {opening}; turn cpu: {roles}; submit→req max {_fmt(r['submit_max_ms'])}]"
+    steal = "" if r.get("steal_s") is None else f"; steal {r['steal_s']:.2f} s"
+    notes += f" [open cpu: {opening}; turn cpu: {roles}; submit→req max {_fmt(r['submit_max_ms'])}{steal}]"
     return (
         f"{r['size']:>4}{r['tokens']:>7}{r['max_overlap']:>8}{_fmt(r['delay_median_ms']):>10}"
         f"{_fmt(r['delay_p95_ms']):>7}{_fmt(r['delay_max_ms']):>7}{_fmt(r['ttft_median_ms']):>9}"
@@ -527,6 +530,7 @@ def main() -> None:
             rounds = args.rounds_1 if n == 1 and tokens == args.tokens else 1
             watched: list[Watch] = []
             runs: list[SizeRun] = []
+            steal0 = stolen_seconds()
             for _ in range(rounds):
                 batch = []
                 for _ in range(n):
@@ -551,6 +555,7 @@ def main() -> None:
                     for role in sorted({role for r in runs for role in r.open_roles})
                 },
                 submit_max_ms=max(submits) if (submits := result.get("submits")) else None,
+                steal_s=None if steal0 is None or (steal1 := stolen_seconds()) is None else steal1 - steal0,
             )
             results.append(result)
             print(_row(result), flush=True)

@@ -239,9 +239,10 @@ STUDIO_WORKERS = os.environ.get("STUDIO_WORKERS", "0")
 STUDIO_FLUSH_INTERVAL = float(os.environ.get("STUDIO_FLUSH_INTERVAL", "0.025"))
 # The widest stream window a host gives its runtimes when many turns stream at once (agentcore
 # commits streamed text, and emits it, once per window; 20 ms per ten live turns, from 20 ms).
-# 40 ms measured best at 50 streams on 2 cores: 60 ms saved 0-5 ms of CPU per turn but doubled
-# the median delay (docs/benchmarks.md).
-STUDIO_STREAM_WINDOW_MAX = float(os.environ.get("STUDIO_STREAM_WINDOW_MAX", "0.04"))
+# 60 ms measured best at 50 streams on 2 cores (docs/benchmarks.md, round 6): against 40 ms,
+# 25 frames per answer instead of 34 and ~5 ms less CPU per turn; against 80 ms, a p95 delay
+# ~15 ms lower (the last window of every answer waits for the turn's end) for ~2 ms more CPU.
+STUDIO_STREAM_WINDOW_MAX = float(os.environ.get("STUDIO_STREAM_WINDOW_MAX", "0.06"))
 # A server process (``studio.server``, ``runworker``) collects its young generation after this
 # many net new container objects (Python: 700), with its start-up heap frozen (studio.heap:
 # fewer and shorter collector pauses in the middle of the streams); 0 keeps Python's thresholds.
