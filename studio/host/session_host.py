@@ -604,9 +604,9 @@ class SessionHost:
         await self._close(hs)
         if self._sessions.get(hs.root_id) is hs:
             del self._sessions[hs.root_id]
-        self._retune()
         if self.leases is not None:
             await self.leases.release(hs.root_id, active=active)
+        self._retune()
 
     # -- the lease: driving the runtime and folding its events -----------------------------------
 
