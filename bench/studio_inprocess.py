@@ -131,14 +131,16 @@ class ComponentClock:
         import threading
 
         owner_name = ""
+        raw: Any = None
         if ":" in dotted:
             module_name, owner_name = dotted.split(":")
             owner_name, name = owner_name.split(".")
             module = importlib.import_module(module_name)
             owner = getattr(module, owner_name)
-            inner = owner.__dict__.get(name) or getattr(owner, name)  # an inherited classmethod: bound
-            if isinstance(inner, (classmethod, staticmethod)):
-                inner = inner.__func__
+            # The attribute as the class that defines it holds it (an inherited one too), so the
+            # wrapper is bound the same way: self, cls or nothing.
+            raw = next(klass.__dict__[name] for klass in owner.__mro__ if name in klass.__dict__)
+            inner = raw.__func__ if isinstance(raw, (classmethod, staticmethod)) else raw
         else:
             module_name, name = dotted.rsplit(".", 1)
             module = importlib.import_module(module_name)
@@ -186,11 +188,10 @@ class ComponentClock:
                     self.calls.setdefault(self.log.phase, Counter())[dotted] += 1
 
         if owner_name:
-            original = owner.__dict__.get(name)
-            if original is None or isinstance(original, staticmethod):
+            if isinstance(raw, staticmethod):
                 setattr(owner, name, staticmethod(timed))
             else:
-                setattr(owner, name, classmethod(timed) if isinstance(original, classmethod) else timed)
+                setattr(owner, name, classmethod(timed) if isinstance(raw, classmethod) else timed)
             return
         setattr(module, name, timed)
         # modules that imported the name directly keep their own reference: patch those too
