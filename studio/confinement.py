@@ -57,6 +57,12 @@ class ToolConfinement:
     def confined(self) -> bool:
         return self.mode != "host"
 
+    def shown(self) -> dict[str, str]:
+        """What a page shows of it, as plain data (``HostState.confinement``, which crosses the
+        channel layer in worker mode): everything but ``environment``, which holds the sandbox's
+        opener (a function)."""
+        return {"mode": self.mode, "permission_policy": self.permission_policy, "summary": self.summary}
+
     @property
     def tools(self) -> list[str]:
         """The built-in tools the session's model is offered (the Records tab)."""

@@ -25,7 +25,7 @@ from studio import (
     turn_html,
     usage_html,
 )
-from studio.confinement import confinement_of
+from studio.confinement import ToolConfinement, confinement_of
 from studio.demo_prompts import Suggestion, suggestions
 from studio.host.contract import HostState, Regions, live_prefix
 from studio.host.live import DELIVERY_PREFIX, LiveBlock, LiveTurn, message_text
@@ -127,14 +127,17 @@ def _store_facts(session: StudioSession) -> dict[str, Any]:
 
 
 def records_context(
-    session: StudioSession, snapshot: dict[str, Any] | None, cache: Cache | None = None
+    session: StudioSession, state: HostState, cache: Cache | None = None
 ) -> dict[str, Any]:
     """The Records tab: what the snapshot's ``records`` say, plus Studio's own facts (the store's
-    size and schema read from disk: per settings version in ``cache``)."""
+    size and schema read from disk: per settings version in ``cache``) and where the tools run
+    — as the host configured the runtime when it says (``HostState.confinement``), else worked
+    out from the row."""
+    snapshot = state.snapshot
     root = session.root or session
     model = root.registered_model
     sections = trace_records.records_sections((snapshot or {}).get("records"))
-    confinement = confinement_of(root)
+    confinement = ToolConfinement(**state.confinement) if state.confinement is not None else confinement_of(root)
     context: dict[str, Any] = next(
         (c for c in (snapshot or {}).get("contexts", []) if c.get("target_id") == session.target_id), {}
     )
@@ -195,7 +198,7 @@ def trace_context(session: StudioSession, state: HostState, *, page: int = 0) ->
         **tasks_context(session, state, page=page),
         **usage_tab_context(session, state),
         **plan_context(session, state.snapshot),
-        **records_context(session, state.snapshot),
+        **records_context(session, state),
     }
 
 
@@ -497,7 +500,7 @@ def render_regions(
     if "plan" in names:
         context.update(plan_context(session, state.snapshot))
     if "records" in names:
-        context.update(records_context(session, state.snapshot, cache))
+        context.update(records_context(session, state, cache))
     for name in names:
         if name == "controls":
             parts.extend(_changed_controls(context, shown))

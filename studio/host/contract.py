@@ -85,6 +85,10 @@ class HostState:
     # says so (the snapshot) or the host saw the turn pause. None: unknown (no host), so a page
     # reads Studio's row; False spares every render of the conversation that read.
     waiting: bool | None = None
+    # Where the store's tools run, as the host configured its runtime (``ToolConfinement.shown``):
+    # the page shows it instead of working it out again at every opening (a realpath of every
+    # protected path, the workdir's checks). None: no host said.
+    confinement: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

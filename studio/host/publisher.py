@@ -87,6 +87,7 @@ class Publisher:
             target_id=view.target_id,
             term=hs.term,
             waiting=waiting,
+            confinement=hs.config.confinement.shown() if hs.config.confinement is not None else None,
         )
 
     @staticmethod

@@ -8,6 +8,7 @@ write or edit — the model is never offered them — and its page says why.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -220,3 +221,30 @@ def test_a_sandboxed_sessions_confinement_reads_one_row_however_many_sessions_it
     session.refresh_from_db()
     assert confinement_of(session).mode == "refused"
     assert "is not a workspace of one of your sessions" in confinement_of(session).summary
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_page_says_where_the_runtime_runs_its_tools_as_the_host_configured_it(
+    user: Any, settings: Any, tmp_path: Path, host: Any, probing_server: FakeProviderServer
+) -> None:
+    """Issue 25: the page takes the confinement the host gave the session's runtime
+    (``HostState.confinement``) instead of working it out again at every opening. So the banner
+    and the Records tab say what the runtime really got, even after the server's sandbox setting
+    changed under an open runtime (that change is for runtimes opened later)."""
+    from studio.host.contract import HostState
+
+    model = await scripted_model(probing_server)
+    session = await sync_to_async(_new)(user, model)
+    state = await host.state(str(session.pk))
+    assert state.confinement is not None and state.confinement["mode"] == "sandbox"
+    crossed = HostState.from_dict(json.loads(json.dumps(state.to_dict())))  # plain data, as it crosses to a worker
+    assert crossed.confinement == state.confinement
+    settings.STUDIO_SANDBOX = str(tmp_path / "no" / "bwrap")  # a row worked out now would have no shell
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    page = (await client.get(reverse("studio:session_detail", args=[session.pk]))).content.decode()
+    sandboxed = "Tools run in a sandbox: only this session&#x27;s workspace is visible, with no network."
+    assert sandboxed in page.split('id="records-tools-run"', 1)[1].split("</dd>", 1)[0]
+    assert sandboxed in page.split('id="tools-banner"', 1)[1].split("</div>", 1)[0]
+    offered = page.split('id="records-tools-run"', 1)[0].rsplit("<dt>Tools</dt>", 1)[1]
+    assert '<code class="code-chip">bash</code>' in offered
