@@ -13,8 +13,8 @@ writes and never takes its lock. The table's shape is frozen in schema v1. A Pos
 ledger is read the same way from its ``usage`` table (a plain ``SELECT``: readers never block
 the owner), with the commit's ``seq`` as the position: a commit's rows become visible
 together, so "after seq N" never splits one. The Records tab's
-schema version is read the same way (``meta.schema_version``): the snapshot's ``records``
-do not carry it.
+schema version of a store no runtime has open is read the same way (``meta.schema_version``);
+an open one's comes with the snapshot's ``records``.
 """
 
 from __future__ import annotations

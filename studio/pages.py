@@ -111,18 +111,21 @@ def normalize_questions(questions: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _store_facts(session: StudioSession) -> dict[str, Any]:
+def _store_facts(session: StudioSession, schema: int | None) -> dict[str, Any]:
     """Where the store is (a file, or a PostgreSQL store's URL without password), its size and
-    schema version, read without taking the owner's lock."""
+    schema version, read without taking the owner's lock. ``schema``: the version the open
+    runtime reports (the snapshot's ``records``: an open store is always at agentcore's); read
+    from the store only when no runtime said (a read-only connection of its own)."""
     location = location_of(session)
     try:
         size = location.size()
     except Exception:
         size = None
-    try:
-        schema = location.schema_version()
-    except Exception:
-        schema = None
+    if schema is None:
+        try:
+            schema = location.schema_version()
+        except Exception:
+            schema = None
     return {"store_path": location.label, "size": size, "schema_version": schema}
 
 
@@ -142,7 +145,9 @@ def records_context(
         (c for c in (snapshot or {}).get("contexts", []) if c.get("target_id") == session.target_id), {}
     )
     version = int((context.get("config") or {}).get("version") or 0)
-    facts = cached(cache, ("store_facts", version), lambda: _store_facts(root))
+    reported = ((snapshot or {}).get("records") or {}).get("storage", {}).get("schema_version")
+    schema = reported if isinstance(reported, int) and not isinstance(reported, bool) else None
+    facts = cached(cache, ("store_facts", version), lambda: _store_facts(root, schema))
     return {
         "records": {
             "model": model.public_description(),

@@ -80,3 +80,24 @@ async def test_opening_a_store_corrects_a_status_its_dead_host_left(user: Any, m
     await host.wait_idle(str(session.pk))
     row = await sync_to_async(StudioSession.objects.get)(pk=session.pk)
     assert row.status == "idle"
+
+
+async def test_an_open_stores_page_takes_its_schema_version_from_the_runtime(
+    user: Any, make_session: Any, host: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25: the Records tab's schema version of a store the host has open is what its
+    runtime reports (the snapshot's ``records``; an open store is always at agentcore's
+    version), so an opening opens no read-only connection of its own to read it."""
+    from django.test import AsyncClient
+
+    from agentcore.harness.sqlite_store import SqliteStorage
+
+    read: list[str] = []
+    monkeypatch.setattr(ledger, "read_schema_version", lambda path: read.append(path) or None)
+    session = await sync_to_async(make_session)(user)
+    await host.state(str(session.pk))
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+    page = (await client.get(f"/sessions/{session.pk}/")).content.decode()
+    assert f"<dt>Schema version</dt><dd>{SqliteStorage.schema_version}</dd>" in page
+    assert read == []
