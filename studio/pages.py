@@ -145,7 +145,8 @@ def records_context(
         (c for c in (snapshot or {}).get("contexts", []) if c.get("target_id") == session.target_id), {}
     )
     version = int((context.get("config") or {}).get("version") or 0)
-    reported = ((snapshot or {}).get("records") or {}).get("storage", {}).get("schema_version")
+    storage = sections["storage"]
+    reported = storage.get("schema_version") if isinstance(storage, dict) else None
     schema = reported if isinstance(reported, int) and not isinstance(reported, bool) else None
     facts = cached(cache, ("store_facts", version), lambda: _store_facts(root, schema))
     return {

@@ -4,6 +4,8 @@ and questions, queues follow-ups, stops, records usage."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
@@ -312,12 +314,12 @@ def test_the_stream_window_widens_with_the_streams_a_host_runs() -> None:
     assert stream_window(50, widest=0.01) == 0.02
 
 
-async def test_a_host_sets_every_runtimes_stream_window_from_its_live_turns(user: Any, make_session: Any) -> None:
-    """Issue 25: while turns stream the host widens the window of every runtime it holds (by its
-    policy; here one step per live turn), and narrows it again when they end — a runtime opened
-    meanwhile starts with the host's current window."""
+@contextlib.asynccontextmanager
+async def _window_host() -> AsyncIterator[tuple[SessionHost, Any]]:
+    """A host whose runtimes stream from the gated fake provider, with a window policy of one
+    20 ms step per live turn (0.02 s with none), installed as the process's host."""
     from agentcore.testing.fake_server import FakeProviderServer
-    from studio.host.session_host import SessionHost, set_session_host
+    from studio.host.session_host import set_session_host
     from tests.studio.fakes import Gate, gated_factory, responder
 
     server = FakeProviderServer(responder=responder).start_in_thread()
@@ -327,6 +329,18 @@ async def test_a_host_sets_every_runtimes_stream_window_from_its_live_turns(user
     )
     set_session_host(host)
     try:
+        yield host, gate
+    finally:
+        await host.close()
+        set_session_host(None)
+        server.stop_in_thread()
+
+
+async def test_a_host_sets_every_runtimes_stream_window_from_its_live_turns(user: Any, make_session: Any) -> None:
+    """Issue 25: while turns stream the host widens the window of every runtime it holds (by its
+    policy; here one step per live turn), and narrows it again when they end — a runtime opened
+    meanwhile starts with the host's current window."""
+    async with _window_host() as (host, gate):
         first, second = [str((await sync_to_async(make_session)(user)).pk) for _ in range(2)]
         await host.prompt(first, prompt="HOLD one", agent="build")
         await host.wait_live(first)
@@ -346,10 +360,6 @@ async def test_a_host_sets_every_runtimes_stream_window_from_its_live_turns(user
         await host.wait_idle(first)
         await host.wait_idle(second)
         assert all(hs.runtime.config.stream_window.seconds == pytest.approx(0.02) for hs in host._sessions.values())
-    finally:
-        await host.close()
-        set_session_host(None)
-        server.stop_in_thread()
 
 
 async def test_a_session_dropped_while_its_turn_streams_narrows_the_other_runtimes_window(
@@ -358,17 +368,7 @@ async def test_a_session_dropped_while_its_turn_streams_narrows_the_other_runtim
     """Issue 25: a session that leaves the host mid-turn (dropped for another holder, or closed)
     stops streaming here, so the runtimes that stay get the window of the turns still live —
     before, the host kept the wide window until some other turn opened or ended."""
-    from agentcore.testing.fake_server import FakeProviderServer
-    from studio.host.session_host import SessionHost, set_session_host
-    from tests.studio.fakes import Gate, gated_factory, responder
-
-    server = FakeProviderServer(responder=responder).start_in_thread()
-    gate = Gate()
-    host = SessionHost(
-        runtime_factory=gated_factory(server, gate), flush_interval=0.01, window_policy=lambda live: 0.02 * (1 + live)
-    )
-    set_session_host(host)
-    try:
+    async with _window_host() as (host, _gate):
         first, second = [str((await sync_to_async(make_session)(user)).pk) for _ in range(2)]
         for sid in (first, second):
             await host.prompt(sid, prompt=f"HOLD {sid}", agent="build")
@@ -377,7 +377,3 @@ async def test_a_session_dropped_while_its_turn_streams_narrows_the_other_runtim
         await host.drop(first, "a test: another holder has it")
         assert first not in host._sessions
         assert host._sessions[second].runtime.config.stream_window.seconds == pytest.approx(0.04)
-    finally:
-        await host.close()
-        set_session_host(None)
-        server.stop_in_thread()
