@@ -167,7 +167,8 @@ class SessionLeases(Protocol):
 
     async def acquire(self, root_id: str) -> int:
         """Hold the session (renew ours or claim a free or expired one); its lease term.
-        ``HostError("moved")`` naming the holder when another live worker has it."""
+        ``HostError("moved")`` when this worker may not hold it: its message is the request
+        channel of the live worker that has it, or empty (no holder known: route afresh)."""
         ...
 
     def holds(self, root_id: str) -> bool:

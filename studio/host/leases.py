@@ -340,7 +340,10 @@ class LeaseKeeper:
 
     async def acquire(self, root_id: str) -> int:
         if self.stopped:
-            raise HostError("moved", "This worker is shutting down.")
+            # No holder to name yet (the sweep that takes the session over has not run): an
+            # empty "moved" sends the client to a fresh route. Any text here would be taken for
+            # the holder's channel.
+            raise HostError("moved", "")
         started = time.monotonic()
         term = await self._db(claim, root_id, self.worker_id, self.ttl)
         if term is None:

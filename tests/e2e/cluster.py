@@ -95,6 +95,15 @@ class StudioCluster:
     def log(self, name: str) -> str:
         return (self.logs / f"{name}.log").read_text(errors="replace")
 
+    def tails(self, lines: int = 60) -> str:
+        """The last ``lines`` of every process's log (static files left out): what a failed
+        test leaves behind, since the cluster's folder goes when the module ends."""
+        out = []
+        for path in sorted(self.logs.glob("*.log")):
+            kept = [line for line in path.read_text(errors="replace").splitlines() if "GET /static/" not in line]
+            out.append(f"----- {path.name} -----\n" + "\n".join(kept[-lines:]))
+        return "\n".join(out)
+
     def spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         with open(self.logs / f"{name}.log", "ab") as log:
             process = subprocess.Popen(
@@ -122,9 +131,12 @@ class StudioCluster:
         return url
 
     def wait_registered(self, name: str) -> None:
-        """Until the worker's log says it registered (it then takes sessions)."""
+        """Until the worker's log says *this* process registered (it then takes sessions). A
+        restarted worker appends to its predecessor's log, whose registration line is already
+        there: the line names the pid, so an old one never counts."""
         process = self.workers[name]
-        wait_until(lambda: "registered on" in self.log(name), name, process, self.logs / f"{name}.log")
+        line = f"(pid {process.pid}) registered on"
+        wait_until(lambda: line in self.log(name), name, process, self.logs / f"{name}.log")
 
     def close(self) -> None:
         for process in reversed(list(self.processes.values())):
@@ -249,7 +261,13 @@ class Watcher:
                 if predicate(frame):
                     return str(frame)
 
-        return await asyncio.wait_for(wait(), limit)
+        try:
+            return await asyncio.wait_for(wait(), limit)
+        except TimeoutError:
+            last = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", self.frames[-1]))[-600:] if self.frames else ""
+            raise AssertionError(
+                f"no frame matched in {limit:.0f} s; {len(self.frames)} frame(s) so far, the last showing: {last}"
+            ) from None
 
 
 @contextlib.asynccontextmanager

@@ -49,6 +49,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(f"{CHROMIUM} is not installed: run `python3 dev.py test` (it installs it via apt)")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Keep each phase's report on the test (``item.stash[REPORTS]``): a fixture's teardown can
+    then tell whether the test failed and leave the evidence a rerun would not reproduce."""
+    report = yield
+    item.stash.setdefault(REPORTS, {})[report.when] = report
+    return report
+
+
+REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+def failed(item: pytest.Item) -> bool:
+    return any(report.failed for report in item.stash.get(REPORTS, {}).values())
+
+
 @dataclass
 class Studio:
     base_url: str

@@ -80,6 +80,63 @@ async def test_release_and_export_need_no_worker_when_nobody_holds_the_session(u
     assert not await SessionLease.objects.filter(session_id=session.pk).aexists()
 
 
+async def test_a_worker_shutting_down_sends_a_request_on_to_the_sessions_new_holder(
+    user: Any, make_session: Any
+) -> None:
+    """A web process's route still names a worker that is shutting down (its runtimes closed,
+    its leases released, its listener still up): that worker answers "moved" without a holder,
+    and the client asks the lease table again and reaches the worker that took the session."""
+    from asgiref.sync import sync_to_async
+
+    from studio.host import leases
+    from studio.host.session_host import set_session_host
+
+    layer = get_channel_layer()  # the one the worker's consumer replies on
+    host: SessionHost
+    keeper = leases.LeaseKeeper("w1", "chan-w1", 30, lambda: host)
+    host = SessionHost(flush_interval=0.01, leases=keeper)
+    set_session_host(host)
+    worker = Worker(
+        application=ChannelNameRouter({name: HostWorkerConsumer.as_asgi() for name in (HOST_CHANNEL, "chan-w1")}),
+        channels=[HOST_CHANNEL, "chan-w1"],
+        channel_layer=layer,
+    )
+    serving = asyncio.create_task(worker.handle())
+    asked: list[dict[str, Any]] = []
+
+    async def new_holder() -> None:  # w2's side of the protocol: one request, one reply
+        request = await layer.receive("chan-w2")
+        asked.append(request)
+        await layer.send(request["reply_to"], {"type": "host.reply", "ok": True, "result": ["w2-epoch", 0, 2]})
+
+    try:
+        await keeper.register()
+        root = str((await sync_to_async(make_session)(user)).pk)
+        client = ChannelHostClient(layer, timeout=5)
+        await client.state(root)  # w1 opens the session under its lease (term 1)
+        assert await client.call("position", root) == [host.epoch, 0, 1]
+        assert await client.routes.route(root) == "chan-w1"  # the route the client keeps for a while
+
+        def taken_over() -> None:
+            leases.release_all("w1", {root: True})
+            leases.register_worker("w2", "chan-w2", 30)
+            assert leases.claim(root, "w2", 30) == 2
+
+        keeper.stopped = True  # w1's shutdown, as ``LeaseKeeper.shutdown`` runs it, up to its release
+        await host.close()
+        await sync_to_async(taken_over)()
+        answering = asyncio.create_task(new_holder())
+        assert await client.call("position", root) == ["w2-epoch", 0, 2]
+        await answering
+        assert [(r["op"], r["session_id"]) for r in asked] == [("position", root)]
+    finally:
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        await host.close()
+        set_session_host(None)
+
+
 @pytest.fixture
 def redis_url(tmp_path: Any) -> Any:
     """A private redis-server (Debian's, as in production) on a free loopback port."""
