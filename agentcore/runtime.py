@@ -54,7 +54,7 @@ from agentcore.events import AgentEvent
 from agentcore.harness.memory_store import MemoryStorageFactory
 from agentcore.harness.op_state import OpState
 from agentcore.harness.projection import ConversationLog, StoreView, new_id
-from agentcore.harness.storage import AgentStorage, Commit, StorageFactory
+from agentcore.harness.storage import AgentStorage, Commit, StorageFactory, UsageRow
 from agentcore.harness.storage_option import open_from_factory, resolve_storage_factory
 from agentcore.host import AgentHost
 from agentcore.inputs import AgentInput, AgentOptions, validate_model
@@ -320,6 +320,21 @@ class AgentRuntime:
     def records(self) -> dict[str, Any]:
         """What the snapshot's ``records`` show: the store and the model, never credentials."""
         return self.parts.records()
+
+    def usage_ledger(self, after_seq: int = 0) -> list[UsageRow]:
+        """The store's usage ledger rows committed after commit ``after_seq``, in commit order
+        (DURABILITY 5): every row the store holds, whoever wrote it, read from what this runtime
+        already has in memory. A host that keeps a projection of the ledger (Studio's usage
+        tables) reconciles it after each run this way without opening the store a second time.
+        A commit's rows share its ``seq`` and are committed together, so "after seq N" never
+        splits one."""
+        newer: list[UsageRow] = []
+        for row in reversed(self.log.usage.values()):  # newest last: stop at the position
+            if row.seq <= after_seq:
+                break
+            newer.append(row)
+        newer.reverse()
+        return newer
 
     # --- run ---------------------------------------------------------------------------
 

@@ -57,7 +57,9 @@ class QueryLog:
         if self.detail:
             caller = "?"
             for frame in reversed(traceback.extract_stack(limit=40)):
-                if "/studio/" in frame.filename and "/bench/" not in frame.filename:
+                # studio/sql.py runs most statements for its callers: name the caller instead
+                ours = "/studio/" in frame.filename and "/bench/" not in frame.filename
+                if ours and not frame.filename.endswith("/studio/sql.py"):
                     caller = f"{Path(frame.filename).name}:{frame.name}"
                     break
             shape = re.sub(r"\s+", " ", sql)[:90]

@@ -7,12 +7,14 @@ lost for good: the runtime commits the row, then the process dies before Studio 
 and a resumed run never re-sends a settled report. So the host reconciles from this ledger
 whenever it opens a session's store and after every run.
 
-agentcore has no public call that reads a closed or foreign-owned store's ledger, so this
-reads the table itself: read-only (``mode=ro``), which in WAL mode never blocks the owner's
-writes and never takes its lock. The table's shape is frozen in schema v1. A PostgreSQL store's
-ledger is read the same way from its ``usage`` table (a plain ``SELECT``: readers never block
-the owner), with the commit's ``seq`` as the position: a commit's rows become visible
-together, so "after seq N" never splits one. The Records tab's
+The position is a commit's ``seq`` on every backend: a commit's rows become visible together,
+so "after seq N" never splits one. A store the host has open is read from its runtime
+(``AgentRuntime.usage_ledger``: the rows it holds in memory, no second connection to the
+store). agentcore has no public call that reads a closed or foreign-owned store's ledger, so
+this module reads the table itself: read-only (``mode=ro``), which in WAL mode never blocks
+the owner's writes and never takes its lock. The table's shape is frozen in schema v1. A
+PostgreSQL store's ledger is read the same way from its ``usage`` table (a plain ``SELECT``:
+readers never block the owner). The Records tab's
 schema version of a store no runtime has open is read the same way (``meta.schema_version``);
 an open one's comes with the snapshot's ``records``.
 """
@@ -31,7 +33,7 @@ class LedgerRow:
     record_id: str
     payload: dict[str, Any]
     conversation_id: str = ""
-    pos: int = 0
+    pos: int = 0  # the seq of the commit that wrote it
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -55,16 +57,16 @@ def read_schema_version(store_path: str) -> int | None:
 
 
 def read_usage_ledger(store_path: str, after: int = 0) -> list[LedgerRow]:
-    """The usage rows of the store in commit order, after position ``after`` (a host reads the
-    whole ledger once when it opens a store, then only what is new); empty when the store does
-    not exist yet."""
+    """The usage rows of the store in commit order, after commit ``after`` (``pos`` is the
+    row's commit seq, as for PostgreSQL and the runtime's ``usage_ledger``); empty when the
+    store does not exist yet."""
     path = Path(store_path)
     if not path.is_file() or path.stat().st_size == 0:
         return []
     conn = _connect(path)
     try:
         rows = conn.execute(
-            "SELECT record_id, payload, conversation_id, pos FROM usage WHERE pos > ? ORDER BY pos", (after,)
+            "SELECT record_id, payload, conversation_id, seq FROM usage WHERE seq > ? ORDER BY seq, pos", (after,)
         ).fetchall()
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
@@ -73,9 +75,9 @@ def read_usage_ledger(store_path: str, after: int = 0) -> list[LedgerRow]:
     finally:
         conn.close()
     out = []
-    for record_id, payload, conversation_id, pos in rows:
+    for record_id, payload, conversation_id, seq in rows:
         data = json.loads(payload)
-        out.append(LedgerRow(str(record_id), data if isinstance(data, dict) else {}, str(conversation_id), int(pos)))
+        out.append(LedgerRow(str(record_id), data if isinstance(data, dict) else {}, str(conversation_id), int(seq)))
     return out
 
 

@@ -214,8 +214,8 @@ class StudioSession(models.Model):
     output_tokens = models.BigIntegerField(default=0)
     reasoning_tokens = models.BigIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
-    # The store's usage ledger is copied up to this row (its append-only ``pos``): opening a big
-    # store reconciles only what is new. Reset to 0 when the store file is replaced (import).
+    # The store's usage ledger is copied up to this commit (its ``seq``): opening a big store
+    # reconciles only what is new. Reset to 0 when the store file is replaced (import).
     ledger_pos = models.BigIntegerField(default=0)
     # Hidden from the sessions list unless asked for (the store and the page stay).
     archived = models.BooleanField(default=False)

@@ -36,6 +36,7 @@ from studio.host.fold import (
     UsageRecorded,
 )
 from studio.host.state import HostedSession, subtrees, wake
+from studio.ledger import LedgerRow
 
 log = logging.getLogger("studio.hosts")
 
@@ -168,9 +169,16 @@ def _synced(hs: HostedSession, sync: _LedgerSync) -> None:
 
 
 async def _read_ledger(hs: HostedSession) -> list[Any]:
-    """The store's ledger rows after the host's position. A PostgreSQL ledger is read on
-    Django's connection (same database); a SQLite file off the ORM's thread, so a big first read
+    """The store's ledger rows after the host's position (a commit seq). An open runtime has
+    them in memory (every sync of a hosted session: at its open and after each run), which
+    costs no connection, file descriptors or thread. Without one, a PostgreSQL ledger is read on
+    Django's connection (same database); a SQLite file off the ORM's thread, so a big read
     never holds up Studio's own writes."""
+    if hs.runtime is not None and not hs.closing:
+        return [
+            LedgerRow(row.record_id, row.payload, row.conversation_id, row.seq)
+            for row in hs.runtime.usage_ledger(hs.ledger_pos)
+        ]
     store = hs.config.store
     read: Callable[[int], Any] = (
         database_sync_to_async(store.usage_ledger) if store.is_postgres else _in_thread(store.usage_ledger)

@@ -187,3 +187,38 @@ async def test_a_decision_for_an_unknown_request_names_it(make_agent, session) -
         await collect(agent, decision)
     assert info.value.field == "request_id" and "no paused request 'nosuch'" in info.value.message
     assert agent.log.view.last_seq == 0 and "nosuch" not in agent.log.view.receipts
+
+
+async def test_usage_ledger_lists_the_stores_rows_after_a_commit_in_commit_order(tmp_path: Path) -> None:
+    """R2, DURABILITY 5: ``usage_ledger(after_seq)`` is the store's ledger as the file has it
+    (rows another runtime committed included), from the rows after commit ``after_seq`` on."""
+    import sqlite3
+
+    path = str(tmp_path / "ledger.sqlite")
+
+    async def turns(*prompts: str) -> None:
+        async with await create_agent(database_path=path, provider="demo") as writer:
+            for prompt in prompts:
+                assert final(await collect(writer, prompt)).status == "completed"
+
+    def in_file() -> list[tuple[str, str, int]]:
+        with sqlite3.connect(path) as conn:
+            return list(conn.execute("SELECT record_id, conversation_id, seq FROM usage ORDER BY seq, pos"))
+
+    await turns("what files are here?", "hello")
+    agent = await create_agent(database_path=path, provider="demo")
+    try:
+        rows = [(r.record_id, r.conversation_id, r.seq) for r in agent.usage_ledger()]
+        assert rows == in_file() and len(rows) >= 2  # a tool turn makes two model calls
+        first_seq = rows[0][2]
+        assert [r.seq for r in agent.usage_ledger(first_seq)] == [seq for _, _, seq in rows if seq > first_seq]
+        assert agent.usage_ledger(rows[-1][2]) == []
+        assert all(r.payload.get("request_id") for r in agent.usage_ledger())
+        assert final(await collect(agent, "and once more")).status == "completed"
+        newer = agent.usage_ledger(rows[-1][2])  # the row this runtime just committed
+        assert [(r.record_id, r.conversation_id, r.seq) for r in newer] == in_file()[len(rows) :] and newer
+    finally:
+        await agent.close()
+    with pytest.raises(AgentError) as info:
+        agent.usage_ledger()
+    assert info.value.code == "AGENT_NOT_READY"

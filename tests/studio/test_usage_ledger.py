@@ -110,3 +110,83 @@ async def test_a_resumed_run_counts_the_usage_its_crashed_host_never_recorded(us
     finally:
         await host.close()
         set_session_host(None)
+
+
+async def test_a_usage_row_studio_failed_to_write_is_recovered_after_the_run_from_the_runtime(
+    user: Any, make_session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's end reconciles an open store from what its runtime holds
+    (``AgentRuntime.usage_ledger``): a usage row whose write to Studio failed mid-run is there
+    once the run is over, and the store file was never opened a second time to find it."""
+    from studio import ledger, services
+
+    session = await sync_to_async(make_session)(user)
+    sid = str(session.pk)
+    host = SessionHost(flush_interval=0.01)
+    set_session_host(host)
+    file_reads: list[str] = []
+    real_read, real_record = ledger.read_usage_ledger, services.record_usage
+    failed: list[str] = []
+
+    def counted(store_path: str, after: int = 0) -> list[Any]:
+        file_reads.append(store_path)
+        return real_read(store_path, after)
+
+    def fails_once(root_id: str, request_id: str, *args: Any, **kwargs: Any) -> Any:
+        if not failed:
+            failed.append(request_id)
+            raise RuntimeError("Studio's database refused the write")
+        return real_record(root_id, request_id, *args, **kwargs)
+
+    monkeypatch.setattr(ledger, "read_usage_ledger", counted)
+    monkeypatch.setattr(services, "record_usage", fails_once)
+    try:
+        await host.prompt(sid, prompt="what files are here?", agent="build")  # two model calls
+        await host.wait_idle(sid)
+        assert failed and file_reads == []
+        await _assert_projection(session)
+    finally:
+        await host.close()
+        set_session_host(None)
+
+
+def _migrate(target: str | None) -> None:
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("studio", target)] if target else executor.loader.graph.leaf_nodes())
+
+
+async def test_after_the_upgrade_an_opening_reads_the_whole_ledger_once_and_counts_nothing_twice(
+    user: Any, make_session: Any
+) -> None:
+    """Migration 0008: the ledger position is a commit seq now, so an older Studio's position
+    (the usage table's row ``pos``) starts again from 0, and the next opening of the store
+    reconciles the whole ledger without adding a row Studio already has."""
+    session = await sync_to_async(make_session)(user)
+    sid = str(session.pk)
+    first = SessionHost(flush_interval=0.01)
+    set_session_host(first)
+    try:
+        await first.prompt(sid, prompt="what files are here?", agent="build")
+        await first.wait_idle(sid)
+    finally:
+        await first.close()
+    recorded = await UsageRecord.objects.filter(session=session).acount()
+    await sync_to_async(_migrate)("0007_operator_list_and_usage_times")
+    await StudioSession.objects.filter(pk=session.pk).aupdate(ledger_pos=1)  # a row pos, not a seq
+    await sync_to_async(_migrate)(None)
+    assert (await StudioSession.objects.aget(pk=session.pk)).ledger_pos == 0
+    second = SessionHost(flush_interval=0.01)
+    set_session_host(second)
+    try:
+        await second.state(sid)
+        await _assert_projection(session)
+        assert await UsageRecord.objects.filter(session=session).acount() == recorded
+        with sqlite3.connect(session.store_path) as conn:
+            [(last_seq,)] = conn.execute("SELECT MAX(seq) FROM usage").fetchall()
+        assert (await StudioSession.objects.aget(pk=session.pk)).ledger_pos == last_seq  # a seq from now on
+    finally:
+        await second.close()
+        set_session_host(None)
