@@ -62,17 +62,24 @@ async def _assert_projection(session: StudioSession) -> None:
     assert usage["usage_totals"]["input_tokens"] == sums["input_tokens"]
 
 
+async def _ran_on_a_host_now_gone(sid: str, prompt: str) -> None:
+    """A host runs one prompt to its end and closes; the store stays."""
+    host = SessionHost(flush_interval=0.01)
+    set_session_host(host)
+    try:
+        await host.prompt(sid, prompt=prompt, agent="build")
+        await host.wait_idle(sid)
+    finally:
+        await host.close()
+
+
 async def test_rows_committed_while_studio_was_away_appear_when_the_host_reopens(user: Any, make_session: Any) -> None:
     session = await sync_to_async(make_session)(user)
     sid = str(session.pk)
-    first = SessionHost(flush_interval=0.01)
-    set_session_host(first)
     try:
-        await first.prompt(sid, prompt="what files are here?", agent="build")
-        await first.wait_idle(sid)
+        await _ran_on_a_host_now_gone(sid, "what files are here?")
         seen = await UsageRecord.objects.filter(session=session).acount()
         assert seen > 0
-        await first.close()  # the host is gone; the store stays
         await _unseen_runs(session.store_path, session.workdir, "hello again", "and once more")
         ids, _ = await sync_to_async(_store_ledger)(session.store_path)
         assert len(ids) > seen  # the store has rows Studio never heard of
@@ -166,13 +173,7 @@ async def test_after_the_upgrade_an_opening_reads_the_whole_ledger_once_and_coun
     reconciles the whole ledger without adding a row Studio already has."""
     session = await sync_to_async(make_session)(user)
     sid = str(session.pk)
-    first = SessionHost(flush_interval=0.01)
-    set_session_host(first)
-    try:
-        await first.prompt(sid, prompt="what files are here?", agent="build")
-        await first.wait_idle(sid)
-    finally:
-        await first.close()
+    await _ran_on_a_host_now_gone(sid, "what files are here?")
     recorded = await UsageRecord.objects.filter(session=session).acount()
     await sync_to_async(_migrate)("0007_operator_list_and_usage_times")
     await StudioSession.objects.filter(pk=session.pk).aupdate(ledger_pos=1)  # a row pos, not a seq
