@@ -35,15 +35,34 @@ from studio.host.fold import (
     ToolRecorded,
     UsageRecorded,
 )
-from studio.host.state import HostedSession, subtrees, wake
+from studio.host.state import HostedSession, subtrees, touch, wake
 from studio.ledger import LedgerRow
 
 log = logging.getLogger("studio.hosts")
 
 
+def with_held_usage(
+    hs: HostedSession, held: list[Effect], effects: Sequence[Effect]
+) -> tuple[list[Effect], list[Effect]]:
+    """``(to write now, still held)`` for one folded event, holding a live turn's usage rows
+    back: they are written with the next event that writes rows of its own — the tool call the
+    model asked for, a retry, the turn's end — in its transaction (one hop and one transaction
+    fewer per model call on Django's database thread, where every session's writes queue).
+    Events that write nothing (text, the context ring) pass them by. A model call is always
+    followed by such an event (agentcore starts the tool round, retries, pauses or ends the
+    turn); rows a host never wrote are restored from the store's ledger (``LedgerSync``)."""
+    if not effects:
+        return [], held
+    rows = [*held, *effects]
+    if all(isinstance(e, UsageRecorded) and hs.live(e.target_id) for e in rows):
+        return [], rows
+    return rows, []
+
+
 async def apply(hs: HostedSession, effects: Sequence[Effect]) -> None:
     """Write ``effects`` in order, in one hop and one transaction (a usage ledger sync with
-    them); nothing once the session was lost to another holder."""
+    them); nothing once the session was lost to another holder. A written usage row marks its
+    view's usage region (which reads the rows)."""
     if hs.lost or not effects:
         return
     rows = [e for e in effects if not isinstance(e, LedgerSync)]
@@ -59,6 +78,9 @@ async def apply(hs: HostedSession, effects: Sequence[Effect]) -> None:
         await database_sync_to_async(write)(rows, hs.usage_unsynced, sync)
     if sync is not None:
         _synced(hs, sync)
+    for effect in rows:
+        if isinstance(effect, UsageRecorded):
+            touch(hs, hs.views.get(effect.target_id), usage=True)
     statuses = {k: v for e in rows if isinstance(e, StatusesChanged) for k, v in e.statuses.items()}
     await status_feed.publish(statuses, hs.config.owner_id)
 
@@ -72,7 +94,9 @@ def write(effects: Sequence[Effect], known: set[str] | None = None, sync: _Ledge
         for effect in effects:
             _write(effect, rows, known)
         if sync is not None:
-            sync.run(rows, known)
+            # This batch's usage rows are Studio's by now too (a turn's last ones come with its end).
+            batch = {e.event.record_id for e in effects if isinstance(e, UsageRecorded)}
+            sync.run(rows, known | batch if known is not None else None)
         rows.write()
 
 

@@ -194,8 +194,8 @@ def fold_event(hs: HostedSession, event: AgentEvent) -> list[Effect]:
         effects.append(ToolRecorded(hs.root_id, request_id, event))
         touch(hs, view, tasks=True)
     elif isinstance(event, UsageEvent):
+        # The usage region is marked when this row is written (``effects.apply``): it reads it.
         effects.append(UsageRecorded(hs.root_id, event.request_id or request_of(event.record_id), target, event))
-        touch(hs, view, usage=True)
     elif isinstance(event, PlanEvent):
         if event.approval_id:
             effects.append(PlanRecorded(view_id or hs.root_id, request_id, event))

@@ -45,9 +45,19 @@ from studio import runtime_options, selectors, services
 from studio.host import commands, effects, timeline_feed
 from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, store_code, store_lost
 from studio.host.factory import RuntimeFactory, agent_host, close_shared, configured_factory, host_http_client
-from studio.host.fold import RunSubmitted, fold_event, open_turn
+from studio.host.fold import Effect, RunSubmitted, fold_event, open_turn
 from studio.host.publisher import Publisher
-from studio.host.state import HostedSession, View, touch, until_idle, until_live, until_pushed, until_quiet, wake
+from studio.host.state import (
+    HostedSession,
+    View,
+    folding_changes,
+    touch,
+    until_idle,
+    until_live,
+    until_pushed,
+    until_quiet,
+    wake,
+)
 from studio.host.stream_windows import BASE_STREAM_WINDOW, stream_window
 
 if TYPE_CHECKING:
@@ -165,20 +175,23 @@ class SessionHost:
                     )
                 command["agent"] = "plan"
             hs.prompts[request_id] = prompt
-            receipt, changes = await commands.control_effects(hs, command, view, request_id=request_id)
-            status = "running" if receipt.get("status") == "accepted" else "queued"
-            if status == "running":
-                open_turn(hs, view.target_id, request_id, agent=agent)
-                self._retune()
-            if mode == "steer" and status == "queued":
-                hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
-            # What the command changed and Studio's row for the turn: one hop, one transaction.
-            submitted = RunSubmitted(view.view_id, request_id, prompt=prompt, agent=agent, status=status, mode=mode)
-            await effects.apply(hs, [*changes, submitted])
-            named = view.cache.get("session")
-            if named is not None and not named.title and prompt.strip():
-                named.title = services.title_from(prompt)  # what run_submitted wrote: the first prompt names it
-            touch(hs, view, controls=True)
+            # The controls show the turn once its run's row is written: one render, not one for
+            # the command's snapshot and another for the row (the live turn opens meanwhile).
+            with folding_changes(hs):
+                receipt, changes = await commands.control_effects(hs, command, view, request_id=request_id)
+                status = "running" if receipt.get("status") == "accepted" else "queued"
+                if status == "running":
+                    open_turn(hs, view.target_id, request_id, agent=agent)
+                    self._retune()
+                if mode == "steer" and status == "queued":
+                    hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
+                # What the command changed and Studio's row for the turn: one hop, one transaction.
+                submitted = RunSubmitted(view.view_id, request_id, prompt=prompt, agent=agent, status=status, mode=mode)
+                await effects.apply(hs, [*changes, submitted])
+                named = view.cache.get("session")
+                if named is not None and not named.title and prompt.strip():
+                    named.title = services.title_from(prompt)  # what run_submitted wrote: the first prompt names it
+                touch(hs, view, controls=True)
             return {"request_id": request_id, "status": str(receipt.get("status"))}
 
     async def withdraw(self, view_id: str, *, input_id: str) -> str:
@@ -314,9 +327,7 @@ class SessionHost:
             configured = (context.config.model or {}) if context is not None else {}
             if configured.get("model_id") != model_id:
                 version = context.config.version if context is not None else 0
-                await self.configure(
-                    view_id, expected_version=version, provider=provider, model_id=model_id
-                )
+                await self.configure(view_id, expected_version=version, provider=provider, model_id=model_id)
         return await self.prompt(view_id, prompt=message["prompt"], images=message["images"] or None)
 
     async def edit(self, view_id: str, *, entry_id: str, prompt: str, into: str | None = None) -> str:
@@ -618,6 +629,7 @@ class SessionHost:
         while not hs.closing:
             stream = runtime.serve(host)
             started = time.monotonic()
+            held: list[Effect] = []  # a live turn's usage rows, written with the next rows
             try:
                 async with contextlib.aclosing(stream):  # type: ignore[type-var]  # serve() is an async generator
                     async for event in stream:
@@ -626,23 +638,22 @@ class SessionHost:
                         hs.ready.set()
                         if isinstance(event, RunEndEvent):
                             await self.publisher.text_out(hs)  # its last tokens before its end's rows
-                        hs.folding = True
                         streams = hs.live_turns()
-                        try:
-                            changes = fold_event(hs, event)
-                            if hs.live_turns() != streams:
-                                self._retune()
-                            await effects.apply(hs, changes)
-                        except Exception:  # Studio's bookkeeping failed; the store is still right
-                            log.exception("session %s: could not fold an event", hs.root_id)
-                        finally:
-                            hs.folding = False
-                            wake(hs)
+                        with folding_changes(hs):
+                            try:
+                                changes, held = effects.with_held_usage(hs, held, fold_event(hs, event))
+                                if hs.live_turns() != streams:
+                                    self._retune()
+                                await effects.apply(hs, changes)
+                            except Exception:  # Studio's bookkeeping failed; the store is still right
+                                log.exception("session %s: could not fold an event", hs.root_id)
                         if self.leases is not None:
                             self.leases.note_activity(hs.root_id, not hs.quiet())
+                await self._write_held(hs, held)
             except asyncio.CancelledError:
-                raise
+                raise  # rows still held are restored from the store's ledger at the next opening
             except Exception as exc:
+                await self._write_held(hs, held)
                 if store_lost(exc):
                     # This process can no longer write the store (fenced, or its connection and
                     # owner lease are gone): serving again would fail the same way forever.
@@ -656,6 +667,15 @@ class SessionHost:
             finally:
                 hs.ready.clear()
                 wake(hs)
+
+    @staticmethod
+    async def _write_held(hs: HostedSession, held: list[Effect]) -> None:
+        """The usage rows a lease's stream held when it ended (``effects.with_held_usage``)."""
+        with folding_changes(hs):
+            try:
+                await effects.apply(hs, held)
+            except Exception:
+                log.exception("session %s: could not record its last usage", hs.root_id)
 
     def _retune(self) -> None:
         """Set every runtime's stream window for the turns streaming in this host now (called
@@ -681,6 +701,7 @@ class SessionHost:
             ctx.end(None)
             raise
         touch(hs, view, conversation=True, pending=True, controls=True)
+
 
 _host: SessionHost | None = None
 

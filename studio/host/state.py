@@ -9,7 +9,9 @@ the JSON data the runtime produced — both from one build.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +75,9 @@ class HostedSession:
     prompts: dict[str, str] = field(default_factory=dict)  # request id → prompt text (turn starts)
     withdrawn: set[str] = field(default_factory=set)
     queued_steers: dict[int, dict[str, str]] = field(default_factory=dict)  # target → input id → prompt
-    folding: bool = False  # the lease is in the middle of folding one event
+    # Writers folding changes and writing their rows now (the lease folding an event, a command
+    # applying its effects): the rows pusher renders nothing until they are done (``folding_changes``).
+    folding: int = 0
     flushing: int = 0  # how many of the publisher's pushers are rendering or sending a push
     closing: bool = False
     caught_up: bool = False  # the lease has taken in the store's state at open (``effects.catch_up``)
@@ -221,6 +225,19 @@ def wake(hs: HostedSession) -> None:
     """Something changed: the flush loop pushes it, and whoever waits in ``changed`` looks."""
     hs.dirty.set()
     notify(hs)
+
+
+@contextlib.contextmanager
+def folding_changes(hs: HostedSession) -> Iterator[None]:
+    """Fold changes and write their rows as one step for the publisher: a region marked inside
+    is rendered once the rows say what the change did (a turn's start with its run's row, a
+    turn's end with its usage), not once with half of it and again when the rest is written."""
+    hs.folding += 1
+    try:
+        yield
+    finally:
+        hs.folding -= 1
+        wake(hs)
 
 
 def notify(hs: HostedSession) -> None:

@@ -10,6 +10,7 @@ cost, counted over every thread.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import traceback
 from collections.abc import AsyncIterator, Iterator
@@ -24,18 +25,19 @@ from django.db.backends.utils import CursorWrapper
 from django.urls import reverse
 
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
-from agentcore.testing.steps import Step, Stop, Text, Usage
+from agentcore.testing.steps import Step, Stop, Text, ToolCall, Usage
 from studio.host.session_host import SessionHost
-from tests.studio.fakes import scripted_session
+from tests.studio.fakes import Gate, gated_factory, scripted_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 #: Statements a plain turn may run, all threads together (``BEGIN`` included; the usage insert
 #: skips a replayed report with ``ON CONFLICT DO NOTHING``, no savepoint): the session and its user,
 #: the owned session, the model table's check, the turn's row and the session's (one
-#: transaction), the usage record and totals (one), the Usage tab's two reads, the turn's end and
-#: the session's row (one), the notices of the settled turns. Before issue 25's second round: 26; third: 18.
-TURN_STATEMENTS = 16
+#: transaction), the Usage tab's two reads, the usage record with the turn's end and the
+#: session's row and totals (one transaction), the notices of the settled turns. Before issue 25's
+#: second round: 26; third: 18; seventh: 16 (the usage record had a transaction of its own).
+TURN_STATEMENTS = 13
 
 
 class Statements:
@@ -166,3 +168,63 @@ async def test_a_page_and_its_host_opening_compile_no_orm_statement_of_studios(
     assert page.status_code == 200 and session.registered_model.name in page.content.decode()
     # Nothing is left: the login's session and user are plain reads too.
     assert compiled[before:] == []
+
+
+def _transactions(sql: list[str]) -> int:
+    return sum(1 for statement in sql if statement.startswith("BEGIN"))
+
+
+async def test_a_turns_usage_record_is_written_in_its_ends_transaction(
+    user: Any, host: SessionHost, server: FakeProviderServer, statements: Statements
+) -> None:
+    """W1/W2 (issue 25): a turn writes two transactions on Django's database thread — its run's
+    row at the prompt, and its end with the model call's usage record and the session's totals
+    (the usage had one of its own, a third hop per turn) — and the record is there after it."""
+    session, _client = await scripted_session(user, server)
+    sid = str(session.pk)
+    for turn in ("first", "second"):
+        before = statements.count()
+        request_id = (await host.prompt(sid, prompt=f"the {turn} turn", agent="build"))["request_id"]
+        await host.wait_idle(sid)
+        assert _transactions(statements.sql[before:]) == 2, "\n".join(statements.sql[before:])
+        records = session.usage_records.filter(request_id=request_id).values_list("input_tokens", "output_tokens")
+        assert [row async for row in records] == [(20, 3)]
+    await sync_to_async(session.refresh_from_db)()
+    assert (session.input_tokens, session.output_tokens) == (40, 6)
+
+
+def _gated(request: RecordedRequest) -> list[Step]:
+    """A tool call to the ``gate`` (held until the test opens it), then an answer."""
+    if not any(i.get("type") == "function_call_output" for i in request.json.get("input") or []):
+        return [ToolCall("gate", {}, id="call_gate"), Usage(input=30, output=4), Stop("tool_use")]
+    return [Text("Through the gate."), Usage(input=50, output=5), Stop("stop")]
+
+
+async def test_a_model_calls_usage_is_recorded_with_the_tool_call_it_asked_for(user: Any) -> None:
+    """W2 (issue 25): a live turn's usage record waits for the next row its turn writes — here
+    the tool call the model asked for, not the turn's end: while the tool still runs, the first
+    call's usage is in Studio's table and on the session's totals."""
+    from studio.host.session_host import set_session_host
+
+    server = FakeProviderServer(responder=_gated).start_in_thread()
+    gate = Gate()
+    host = SessionHost(runtime_factory=gated_factory(server, gate), flush_interval=0.01)
+    set_session_host(host)
+    try:
+        session, _client = await scripted_session(user, server)
+        sid = str(session.pk)
+        await host.prompt(sid, prompt="open the gate", agent="build")
+        await asyncio.wait_for(gate.entered.wait(), 10)
+        await host.wait_pushed(sid)
+        records = await sync_to_async(lambda: list(session.usage_records.values_list("input_tokens", flat=True)))()
+        assert records == [30]
+        await sync_to_async(session.refresh_from_db)()
+        assert (session.input_tokens, session.output_tokens) == (30, 4)
+        gate.release()
+        await host.wait_idle(sid)
+        records = await sync_to_async(lambda: sorted(session.usage_records.values_list("input_tokens", flat=True)))()
+        assert records == [30, 50]
+    finally:
+        await host.close()
+        set_session_host(None)
+        server.stop_in_thread()
