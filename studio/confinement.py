@@ -85,12 +85,17 @@ def isolation_for_new_session(owner: Any, model: RegisteredModel, chosen: str = 
 class OwnedWorkspaces:
     """The names of one person's workspaces (``<base>/<session id>``), as a container: ``name in
     it`` reads that one session's row (one plain statement), not every session the person made —
-    it is asked at every page open and Records render."""
+    it is asked at every page open and Records render. ``own``: the id of the session being
+    checked, whose row says already that it is theirs (a fresh workspace is named by it): its
+    name needs no statement."""
 
-    def __init__(self, owner_id: int) -> None:
+    def __init__(self, owner_id: int, own: str = "") -> None:
         self.owner_id = owner_id
+        self.own = own
 
     def __contains__(self, name: object) -> bool:
+        if self.own and name == self.own:
+            return True
         try:
             pk = uuid.UUID(str(name))
         except ValueError:
@@ -109,7 +114,8 @@ def confinement_of(session: StudioSession) -> ToolConfinement:
     if root.tool_isolation == ToolIsolation.HOST:
         return ToolConfinement("host", policy, "Tools run on the Studio server, as the Studio process.")
     protected = protected_paths()  # once: the workdir check and the sandbox's hidden paths (each a realpath per path)
-    problem = workdir_problem(_real(root.workdir), OwnedWorkspaces(root.owner_id), confined=True, protected=protected)
+    owned = OwnedWorkspaces(root.owner_id, own=str(root.pk))
+    problem = workdir_problem(_real(root.workdir), owned, confined=True, protected=protected)
     if problem is not None:
         summary = f"This session's working directory cannot be used any more: {problem} Start a new session."
         return ToolConfinement("refused", policy, summary)

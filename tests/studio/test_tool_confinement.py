@@ -202,20 +202,27 @@ def test_a_sandboxed_sessions_confinement_reads_one_row_however_many_sessions_it
 ) -> None:
     """W15 (issue 25): checking that a confined session's workspace is still its owner's reads
     whether the workspace's own session is one of theirs — one row — instead of every session
-    the person ever made (each page open and each Records render paid for all of them); a
-    workspace of another person's session is still refused."""
+    the person ever made (each page open and each Records render paid for all of them); its own
+    fresh workspace (named by its id) is theirs by its own row and reads none; a workspace of
+    another person's session is still refused."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from studio.confinement import confinement_of
 
     session = _new(user, demo_model)
-    for _ in range(30):
-        _new(user, demo_model)
-    with CaptureQueriesContext(connection) as queries:
-        assert confinement_of(session).mode != "refused"
-    reads = [q["sql"] for q in queries.captured_queries if "studio_studiosession" in q["sql"]]
-    assert len(reads) == 1 and session.pk.hex in reads[0], reads
+    siblings = [_new(user, demo_model) for _ in range(30)]
+
+    def reads() -> list[str]:
+        session.refresh_from_db()
+        with CaptureQueriesContext(connection) as queries:
+            assert confinement_of(session).mode != "refused"
+        return [q["sql"] for q in queries.captured_queries if "studio_studiosession" in q["sql"]]
+
+    assert reads() == []
+    StudioSession.objects.filter(pk=session.pk).update(workdir=siblings[0].workdir)
+    [read] = reads()
+    assert siblings[0].pk.hex in read
     theirs = _new(other_user, demo_model)
     StudioSession.objects.filter(pk=session.pk).update(workdir=theirs.workdir)
     session.refresh_from_db()
