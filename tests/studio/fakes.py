@@ -12,8 +12,9 @@ that fails). Any other prompt gets the demo's own answer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
@@ -21,6 +22,9 @@ from django.test import AsyncClient
 from agentcore.demo import _conversation, _tool_names, _usage, demo_responder
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import HttpError, Step, Stop, Text, ToolCall
+
+if TYPE_CHECKING:
+    from studio.host.session_host import SessionHost
 
 HOLD = "HOLD"
 FAIL = "FAIL_WITH_400"  # the provider refuses this prompt: a turn that fails for real
@@ -88,6 +92,26 @@ def gated_factory(server: FakeProviderServer, gate: Gate) -> Callable[[Any], Any
         return await agentcore_runtime_factory(config, extra_tools=[gate.tool()])
 
     return factory
+
+
+@contextlib.asynccontextmanager
+async def gated_host(
+    responder: Callable[[RecordedRequest], list[Step]],
+) -> AsyncIterator[tuple[SessionHost, Gate, FakeProviderServer]]:
+    """The process's session host for one test: real runtimes with the ``gate`` tool, on a fake
+    provider scripted by ``responder``; stopped (host and server) when the block ends."""
+    from studio.host.session_host import SessionHost, set_session_host
+
+    server = FakeProviderServer(responder=responder).start_in_thread()
+    gate = Gate()
+    host = SessionHost(runtime_factory=gated_factory(server, gate), flush_interval=0.01)
+    set_session_host(host)
+    try:
+        yield host, gate, server
+    finally:
+        await host.close()
+        set_session_host(None)
+        server.stop_in_thread()
 
 
 async def scripted_session(

@@ -24,8 +24,8 @@ from django.urls import reverse
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text, ToolCall, Usage
 from studio.asgi import application
-from studio.host.session_host import SessionHost, set_session_host
-from tests.studio.fakes import Gate, gated_factory, scripted_session
+from studio.host.session_host import SessionHost
+from tests.studio.fakes import gated_host, scripted_session
 from tests.studio.oob import Node, apply, parse
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -180,17 +180,11 @@ async def test_pushes_applied_to_the_page_equal_a_fresh_page_after_every_turn(
     await pushed.socket.disconnect()
 
 
-async def test_a_live_turn_patched_by_pushes_equals_a_fresh_page_while_it_runs(
-    user: Any, tmp_path: Any
-) -> None:
+async def test_a_live_turn_patched_by_pushes_equals_a_fresh_page_while_it_runs(user: Any, tmp_path: Any) -> None:
     """W1/W2: mid-turn — streamed Markdown and a tool call still running — the page the pushes
     built is the page a reload renders from the host's state (the live patches are not hidden
     by the turn's final render)."""
-    server = FakeProviderServer(responder=_gated_script).start_in_thread()
-    gate = Gate()
-    host = SessionHost(runtime_factory=gated_factory(server, gate), flush_interval=0.01)
-    set_session_host(host)
-    try:
+    async with gated_host(_gated_script) as (host, gate, server):
         session, client = await scripted_session(user, server)
         sid = str(session.pk)
         pushed = await PushedPage.open(host, user, session, client)
@@ -207,10 +201,6 @@ async def test_a_live_turn_patched_by_pushes_equals_a_fresh_page_while_it_runs(
         patched, expected = _main(pushed.page), await pushed.fresh()
         assert patched == expected, _diff(patched, expected)
         await pushed.socket.disconnect()
-    finally:
-        await host.close()
-        set_session_host(None)
-        server.stop_in_thread()
 
 
 async def test_a_turns_pushes_leave_out_the_controls_the_page_already_shows(

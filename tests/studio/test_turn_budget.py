@@ -27,7 +27,7 @@ from django.urls import reverse
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
 from agentcore.testing.steps import Step, Stop, Text, ToolCall, Usage
 from studio.host.session_host import SessionHost
-from tests.studio.fakes import Gate, gated_factory, scripted_session
+from tests.studio.fakes import gated_host, scripted_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -204,13 +204,7 @@ async def test_a_model_calls_usage_is_recorded_with_the_tool_call_it_asked_for(u
     """W2 (issue 25): a live turn's usage record waits for the next row its turn writes — here
     the tool call the model asked for, not the turn's end: while the tool still runs, the first
     call's usage is in Studio's table and on the session's totals."""
-    from studio.host.session_host import set_session_host
-
-    server = FakeProviderServer(responder=_gated).start_in_thread()
-    gate = Gate()
-    host = SessionHost(runtime_factory=gated_factory(server, gate), flush_interval=0.01)
-    set_session_host(host)
-    try:
+    async with gated_host(_gated) as (host, gate, server):
         session, _client = await scripted_session(user, server)
         sid = str(session.pk)
         await host.prompt(sid, prompt="open the gate", agent="build")
@@ -224,7 +218,3 @@ async def test_a_model_calls_usage_is_recorded_with_the_tool_call_it_asked_for(u
         await host.wait_idle(sid)
         records = await sync_to_async(lambda: sorted(session.usage_records.values_list("input_tokens", flat=True)))()
         assert records == [30, 50]
-    finally:
-        await host.close()
-        set_session_host(None)
-        server.stop_in_thread()
