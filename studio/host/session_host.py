@@ -175,23 +175,20 @@ class SessionHost:
                     )
                 command["agent"] = "plan"
             hs.prompts[request_id] = prompt
-            # The controls show the turn once its run's row is written: one render, not one for
-            # the command's snapshot and another for the row (the live turn opens meanwhile).
-            with folding_changes(hs):
-                receipt, changes = await commands.control_effects(hs, command, view, request_id=request_id)
-                status = "running" if receipt.get("status") == "accepted" else "queued"
-                if status == "running":
-                    open_turn(hs, view.target_id, request_id, agent=agent)
-                    self._retune()
-                if mode == "steer" and status == "queued":
-                    hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
-                # What the command changed and Studio's row for the turn: one hop, one transaction.
-                submitted = RunSubmitted(view.view_id, request_id, prompt=prompt, agent=agent, status=status, mode=mode)
-                await effects.apply(hs, [*changes, submitted])
-                named = view.cache.get("session")
-                if named is not None and not named.title and prompt.strip():
-                    named.title = services.title_from(prompt)  # what run_submitted wrote: the first prompt names it
-                touch(hs, view, controls=True)
+            receipt, changes = await commands.control_effects(hs, command, view, request_id=request_id)
+            status = "running" if receipt.get("status") == "accepted" else "queued"
+            if status == "running":
+                open_turn(hs, view.target_id, request_id, agent=agent)
+                self._retune()
+            if mode == "steer" and status == "queued":
+                hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
+            # What the command changed and Studio's row for the turn: one hop, one transaction.
+            submitted = RunSubmitted(view.view_id, request_id, prompt=prompt, agent=agent, status=status, mode=mode)
+            await effects.apply(hs, [*changes, submitted])
+            named = view.cache.get("session")
+            if named is not None and not named.title and prompt.strip():
+                named.title = services.title_from(prompt)  # what run_submitted wrote: the first prompt names it
+            touch(hs, view, controls=True)
             return {"request_id": request_id, "status": str(receipt.get("status"))}
 
     async def withdraw(self, view_id: str, *, input_id: str) -> str:

@@ -75,8 +75,8 @@ class HostedSession:
     prompts: dict[str, str] = field(default_factory=dict)  # request id → prompt text (turn starts)
     withdrawn: set[str] = field(default_factory=set)
     queued_steers: dict[int, dict[str, str]] = field(default_factory=dict)  # target → input id → prompt
-    # Writers folding changes and writing their rows now (the lease folding an event, a command
-    # applying its effects): the rows pusher renders nothing until they are done (``folding_changes``).
+    # Writers folding changes and writing their rows now (the lease folding an event, writing the
+    # usage rows it held): the rows pusher renders nothing until they are done (``folding_changes``).
     folding: int = 0
     flushing: int = 0  # how many of the publisher's pushers are rendering or sending a push
     closing: bool = False
@@ -230,8 +230,8 @@ def wake(hs: HostedSession) -> None:
 @contextlib.contextmanager
 def folding_changes(hs: HostedSession) -> Iterator[None]:
     """Fold changes and write their rows as one step for the publisher: a region marked inside
-    is rendered once the rows say what the change did (a turn's start with its run's row, a
-    turn's end with its usage), not once with half of it and again when the rest is written."""
+    is rendered once the rows say what the change did (a turn's end with its run's row and its
+    last usage), not once with half of it and again when the rest is written."""
     hs.folding += 1
     try:
         yield

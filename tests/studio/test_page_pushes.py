@@ -237,38 +237,3 @@ async def test_a_turns_pushes_leave_out_the_controls_the_page_already_shows(
     patched, expected = _main(pushed.page), await pushed.fresh()
     assert patched == expected, _diff(patched, expected)
     await pushed.socket.disconnect()
-
-
-async def test_a_turns_start_renders_its_controls_once_with_its_runs_row_written(
-    user: Any, host: SessionHost, server: FakeProviderServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """W2 (issue 25): the prompt's command, the turn's opening and Studio's row for the run mark
-    the controls one after another; they are rendered once, when the run's row is written (a
-    render per mark read the rows again on Django's one database thread for the same picture)."""
-    from studio import pages
-    from studio.models import Run
-
-    session, client = await scripted_session(user, server)
-    sid = str(session.pk)
-    pushed = await PushedPage.open(host, user, session, client)
-    renders: list[tuple[list[str], bool]] = []
-    real = pages.render_regions
-    request_ids: list[str] = []
-
-    def recorded(session_id: str, state: Any, regions: Any, **kwargs: Any) -> str:
-        names = [name for name in pages.ALL_REGIONS if getattr(regions, name)]
-        if "controls" in names and not regions.conversation:
-            written = Run.objects.filter(request_id__in=request_ids, status="running").exists()
-            renders.append((names, written))
-        return real(session_id, state, regions, **kwargs)
-
-    monkeypatch.setattr(pages, "render_regions", recorded)
-    for prompt in ("hello", "hello again"):
-        renders.clear()
-        request_ids[:] = [(await host.prompt(sid, prompt=prompt, agent="build"))["request_id"]]
-        await host.wait_idle(sid)
-        assert renders == [(["controls"], True)], renders
-    await pushed.catch_up()
-    patched, expected = _main(pushed.page), await pushed.fresh()
-    assert patched == expected, _diff(patched, expected)
-    await pushed.socket.disconnect()
