@@ -32,7 +32,8 @@ from django.http import HttpRequest
 from django.utils.crypto import constant_time_compare
 from django.utils.functional import SimpleLazyObject
 
-from studio import sql
+from studio import selectors, sql
+from studio.models import StudioSession
 
 _MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
@@ -41,7 +42,18 @@ def session_user(session: SessionBase) -> Any:
     """The person ``session`` names on the common path, ``AnonymousUser`` when it names nobody
     who may log in, or None when the decision is the framework's (another backend, a hash that
     does not match: its ``get_user`` may rotate or flush the session). Sync: the database."""
-    try:  # the session's one read
+    claim = _claim(session)
+    if not isinstance(claim, tuple):
+        return claim
+    user_id, backend = claim
+    model = get_user_model()
+    return _accepted(session, backend, sql.one(model, **{model._meta.pk.name: user_id}))
+
+
+def _claim(session: SessionBase) -> tuple[Any, ModelBackend] | AnonymousUser | None:
+    """The user id and the backend ``session`` names (the session's one read), ``AnonymousUser``
+    when it names no one, or None when the backend is not the model backend this Studio lists."""
+    try:
         user_id = get_user_model()._meta.pk.to_python(session[SESSION_KEY])
         backend_path = session[BACKEND_SESSION_KEY]
     except KeyError:
@@ -50,8 +62,12 @@ def session_user(session: SessionBase) -> Any:
         return None
     backend = load_backend(backend_path)
     assert isinstance(backend, ModelBackend)
-    model = get_user_model()
-    user = sql.one(model, **{model._meta.pk.name: user_id})
+    return user_id, backend
+
+
+def _accepted(session: SessionBase, backend: ModelBackend, user: Any) -> Any:
+    """``user`` (the row the session's id names) if they may log in with this session: else
+    ``AnonymousUser`` (no row, an inactive person), or None for a hash that does not match."""
     if user is None or not backend.user_can_authenticate(user):
         return AnonymousUser()
     session_hash = session.get(HASH_SESSION_KEY)
@@ -91,12 +107,42 @@ class SocketAuthMiddleware(AuthMiddleware):
         scope["user"]._wrapped = await database_sync_to_async(user_of_socket)(scope)
 
 
+class SessionSocketAuthMiddleware(AuthMiddleware):
+    """A session page's socket: the person and the session they own (``scope["owned_session"]``,
+    None when it is not theirs) in one database hop — an opening's socket crosses to the
+    database thread once, not twice, and reads two rows, not three (``owner_and_session``)."""
+
+    async def resolve_scope(self, scope: dict[str, Any]) -> None:
+        session_id = scope["url_route"]["kwargs"]["session_id"]
+        user, owned = await database_sync_to_async(owner_and_session)(scope, session_id)
+        scope["user"]._wrapped = user
+        scope["owned_session"] = owned
+
+
 def socket_auth_stack(inner: Any) -> Any:
-    """Cookies, then the lazy session, then the person: Channels' stack with Studio's reads."""
-    return CookieMiddleware(SessionMiddleware(SocketAuthMiddleware(inner)))
+    """Cookies and the lazy session for every socket; each route then names its person with
+    ``SocketAuthMiddleware`` or ``SessionSocketAuthMiddleware`` (``studio.routing``)."""
+    return CookieMiddleware(SessionMiddleware(inner))
 
 
 def user_of_socket(scope: dict[str, Any]) -> Any:
     """The person whose session ``scope``'s cookie names, or ``AnonymousUser``."""
     user = session_user(scope["session"])
     return user if user is not None else get_user.func(scope)
+
+
+def owner_and_session(scope: dict[str, Any], session_id: Any) -> tuple[Any, StudioSession | None]:
+    """The socket's person, and the session ``session_id`` if they own it. On the common path
+    the session row names its user and the ownership read loads that user's row with it (one
+    statement for both); the user is then accepted exactly as ``session_user`` accepts one.
+    Any other outcome (not theirs, no such session, an inactive person, a hash that does not
+    match) is decided the usual way, ``user_of_socket`` and then the ownership read, so a
+    refused socket gets the same close code it always did."""
+    claim = _claim(scope["session"])
+    if isinstance(claim, tuple):
+        user_id, backend = claim
+        owned = selectors.owned_session(user_id, session_id)
+        if owned is not None and _accepted(scope["session"], backend, owned.owner) is owned.owner:
+            return owned.owner, owned
+    user = user_of_socket(scope)
+    return user, (selectors.owned_session(user.pk, session_id) if user.is_authenticated else None)

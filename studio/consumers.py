@@ -27,9 +27,8 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.http import Http404
 
-from studio import composer, pages, selectors
+from studio import composer, pages
 from studio.host.contract import HostError
 from studio.host.routing import get_host_client
 from studio.models import StudioSession
@@ -55,7 +54,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         session_id = str(self.scope["url_route"]["kwargs"]["session_id"])
-        self.session = await database_sync_to_async(_owned_session)(user, session_id)
+        self.session = self.scope["owned_session"]  # read with the person (SessionSocketAuthMiddleware)
         if self.session is None:
             await self.close(code=CLOSE_FORBIDDEN)
             return
@@ -90,11 +89,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
         frame, the largest part of a relay's cost). So does a frame from the page (a prompt):
         its only database write, a changed build/plan default, runs in
         ``database_sync_to_async``, which closes stale connections itself, and a prompt does
-        not queue behind every session's renders on that thread. So does the handshake: the
-        ownership read of ``connect`` runs in ``database_sync_to_async`` too (one hop per opening
-        fewer). The rest dispatches as usual."""
+        not queue behind every session's renders on that thread. So does the handshake: its person
+        and session were read by ``SessionSocketAuthMiddleware`` in ``database_sync_to_async``,
+        and a resync renders there too. The rest dispatches as usual."""
         kind = message.get("type")
-        if kind == "websocket.connect":  # its reads run in database_sync_to_async, which closes stale connections
+        if kind == "websocket.connect":  # its reads ran in database_sync_to_async, which closes stale connections
             await self.websocket_connect(message)
             return
         if kind == "session.push":
@@ -164,13 +163,6 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return html
         self.banner = False
         return _host_error_banner("") + html
-
-
-def _owned_session(user: object, session_id: str) -> StudioSession | None:
-    try:
-        return selectors.session_for_user(user, session_id)
-    except Http404:
-        return None
 
 
 def _host_error_banner(message: str) -> str:

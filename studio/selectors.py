@@ -40,14 +40,33 @@ USAGE_TURNS = 100
 def session_for_user(user: Any, session_id: Any) -> StudioSession:
     """The session if ``user`` owns it, else 404 — the same answer whether the id does not
     exist or belongs to someone else, so ids of other users' sessions cannot be probed."""
-    if not user.is_authenticated:
-        raise Http404("No such session.")
-    try:
-        session = sql.one(StudioSession, ("registered_model", "owner", "root"), id=session_id, owner=user.pk)
-    except (ValueError, TypeError, ValidationError) as exc:
-        raise Http404("No such session.") from exc
+    session = owned_session(user.pk, session_id) if user.is_authenticated else None
     if session is None:
         raise Http404("No such session.")
+    return session
+
+
+def require_owned(user: Any, session_id: Any) -> None:
+    """404 unless ``user`` owns the session ``session_id`` (as ``session_for_user`` answers),
+    reading no row: for a caller that reads the session's row itself afterwards (the session
+    page reads its view row once the host has opened it, so a full read before would be wasted)."""
+    try:
+        owned = user.is_authenticated and sql.exists(StudioSession, id=session_id, owner=user.pk)
+    except (ValueError, TypeError, ValidationError) as exc:
+        raise Http404("No such session.") from exc
+    if not owned:
+        raise Http404("No such session.")
+
+
+def owned_session(owner_id: Any, session_id: Any) -> StudioSession | None:
+    """The session ``session_id`` if the person ``owner_id`` owns it (its model, owner and root
+    rows loaded with it: one statement), else None; a malformed id is no session."""
+    try:
+        session: StudioSession | None = sql.one(
+            StudioSession, ("registered_model", "owner", "root"), id=session_id, owner=owner_id
+        )
+    except (ValueError, TypeError, ValidationError):
+        return None
     return session
 
 

@@ -69,18 +69,21 @@ async def _owned_session(request: HttpRequest, session_id: Any) -> StudioSession
     return await sync_to_async(selectors.session_for_user)(request.user, session_id)
 
 
-async def _state(session: StudioSession) -> tuple[HostState, str]:
+async def _state(session: StudioSession | str) -> tuple[HostState, str]:
+    session_id = session if isinstance(session, str) else str(session.pk)
     try:
-        return await get_host_client().state(str(session.pk)), ""
+        return await get_host_client().state(session_id), ""
     except HostError as exc:
-        return HostState(session_id=str(session.pk), epoch="", seq=0, running=False, transcript=[]), exc.message
+        return HostState(session_id=session_id, epoch="", seq=0, running=False, transcript=[]), exc.message
 
 
 @require_GET
 async def session_detail(request: HttpRequest, session_id: Any) -> HttpResponse:
-    session = await _owned_session(request, session_id)
-    state, host_error = await _state(session)
-    return await sync_to_async(_detail_page)(request, str(session.pk), state, host_error)
+    # Ownership first (the host opens the runtime for the state), with no row read: the page
+    # reads the view's row after the opening, as the opening left it.
+    await sync_to_async(selectors.require_owned)(request.user, session_id)
+    state, host_error = await _state(str(session_id))
+    return await sync_to_async(_detail_page)(request, str(session_id), state, host_error)
 
 
 def _detail_page(request: HttpRequest, session_id: str, state: HostState, host_error: str) -> HttpResponse:

@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from studio.asgi import application
-from studio.consumers import CLOSE_UNAUTHENTICATED
+from studio.consumers import CLOSE_FORBIDDEN, CLOSE_UNAUTHENTICATED
 from tests.studio.statements import statements_on_database_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,22 +36,39 @@ async def _connect(session_id: Any, client: Client) -> tuple[bool, Any]:
     return connected, code
 
 
-async def test_a_socket_reads_only_the_session_data_and_the_user_row(user: Any, make_session: Any, host: Any) -> None:
-    """W6: authenticating a socket reads the session's one decoded column and the user's row,
-    one plain statement each, plus the ownership check: nothing else."""
+async def test_a_session_socket_reads_the_session_data_and_one_joined_row_for_its_person_and_session(
+    user: Any, make_session: Any, host: Any
+) -> None:
+    """W6: authenticating a session's socket reads the session's one decoded column, then the
+    owned session with its owner's row in the same statement (the person is the row it names):
+    two plain statements, nothing else about who is asking."""
     session = await sync_to_async(make_session)(user)
     client = await sync_to_async(_logged_in_client)(user)
     async with statements_on_database_thread() as log:
         connected, _ = await _connect(session.pk, client)
     assert connected
-    session_read, user_read, ownership = log.statements[:3]
+    session_read, ownership = log.statements[:2]
     selected = session_read.split(" FROM ", 1)[0]
     assert "django_session" in session_read and "session_data" in selected
     assert "session_key" not in selected and "expire_date" not in selected  # only the column it decodes
-    assert ' FROM "auth_user" ' in user_read
-    assert "studio_studiosession" in ownership and "owner_id" in ownership
-    later = log.statements[3:]  # the page's state: no second read of who is asking
+    assert "studio_studiosession" in ownership and "owner_id" in ownership and '"auth_user"' in ownership
+    later = log.statements[2:]  # the page's state: no second read of who is asking
     assert not [s for s in later if "django_session" in s or ' FROM "auth_user" ' in s]
+
+
+async def test_someone_elses_session_socket_reads_the_person_alone_and_is_refused_as_forbidden(
+    user: Any, other_user: Any, make_session: Any, host: Any
+) -> None:
+    """W6: when the joined read finds no session of theirs, the person is read on their own (so a
+    logged-in stranger is told 4403, not 4401) and nothing after it reads the session's state."""
+    session = await sync_to_async(make_session)(user)
+    client = await sync_to_async(_logged_in_client)(other_user)
+    async with statements_on_database_thread() as log:
+        assert await _connect(session.pk, client) == (False, CLOSE_FORBIDDEN)
+    session_read, joined, person, ownership = log.statements
+    assert "django_session" in session_read
+    assert "studio_studiosession" in joined and "studio_studiosession" in ownership
+    assert ' FROM "auth_user" ' in person
 
 
 async def test_logging_out_closes_socket_access_at_once(user: Any, make_session: Any, host: Any) -> None:

@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.backends.utils import CursorWrapper
+from django.test import AsyncClient
 from django.urls import reverse
 
 from agentcore.testing.fake_server import FakeProviderServer, RecordedRequest
@@ -168,6 +170,27 @@ async def test_a_page_and_its_host_opening_compile_no_orm_statement_of_studios(
     assert page.status_code == 200 and session.registered_model.name in page.content.decode()
     # Nothing is left: the login's session and user are plain reads too.
     assert compiled[before:] == []
+
+
+async def test_a_session_page_checks_ownership_without_a_row_and_reads_the_view_row_once(
+    user: Any, host: SessionHost, server: FakeProviderServer, statements: Statements
+) -> None:
+    """W6/W1 (issue 25): the page's GET proves the session is its person's with a ``SELECT 1``
+    (before the host opens it) and reads the session's row, joined with what the page shows,
+    once: after the opening, as the opening left it. Someone else's session is still a 404."""
+    session, client = await scripted_session(user, server)
+    url = reverse("studio:session_detail", args=[str(session.pk)])
+    assert (await client.get(url)).status_code == 200  # the host holds it now
+    before = statements.count()
+    page = await client.get(url)
+    assert page.status_code == 200 and session.registered_model.name in page.content.decode()
+    session_rows = [s for s in statements.sql[before:] if s.startswith('SELECT t0."id", t0."owner_id", t0."root_id"')]
+    ownership = [s for s in statements.sql[before:] if s.startswith('SELECT 1 FROM "studio_studiosession"')]
+    assert (len(session_rows), len(ownership)) == (1, 1), "\n".join(statements.sql[before:])
+    stranger = await sync_to_async(get_user_model().objects.create_user)("stranger", password="stranger-pass-123")
+    other = AsyncClient()
+    await sync_to_async(other.force_login)(stranger)
+    assert (await other.get(url)).status_code == 404
 
 
 def _transactions(sql: list[str]) -> int:
