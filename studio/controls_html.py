@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.urls import reverse
 from django.utils.html import conditional_escape, escape, escapejs
 
 from studio.block_html import OOB
+from studio.links import studio_url
 
 _SEND_ICON = (
     '<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M2 8h10M8 3.5 12.5 8 8 12.5" fill="none" '
@@ -85,7 +85,7 @@ def run_controls(context: dict[str, Any], swap: str) -> str:
             'title="Answer the review above first">Send</button>\n  '
         )
     elif busy:
-        stop = conditional_escape(reverse("studio:session_stop", args=[context["session"].pk]))
+        stop = conditional_escape(studio_url("studio:session_stop", context["session"].pk))
         buttons = (
             f'\n    <button type="button" class="btn btn-stop" id="stop-button" hx-post="{stop}" hx-swap="none" '
             'title="Stop the running turn; queued messages then run">\n'
@@ -107,8 +107,8 @@ def queue(session: Any, items: list[dict[str, Any]], swap: str) -> str:
     """``_queue.html``: a chip per queued message, with Steer now (a follow-up) and Withdraw."""
     chips: list[str] = []
     if items:
-        promote = conditional_escape(reverse("studio:session_promote", args=[session.pk]))
-        withdraw = conditional_escape(reverse("studio:session_withdraw", args=[session.pk]))
+        promote = conditional_escape(studio_url("studio:session_promote", session.pk))
+        withdraw = conditional_escape(studio_url("studio:session_withdraw", session.pk))
     for q in items:
         mode, agent, input_id = q.get("mode", ""), q.get("agent", ""), q.get("input_id", "")
         steer = mode == "steer"

@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.utils.html import conditional_escape, escape
 
 from studio.block_html import OOB, plural, variable
+from studio.links import studio_url
 from studio.rendering import Turn, render_block
 from studio.text_stream import live_block_html
 
@@ -115,7 +116,7 @@ def user_message(
     """``_user_message.html``: the prompt, its images (or how many), Copy and Edit."""
     body = f'<div class="user-text">{linebreaksbr(text, autoescape=True)}</div>' if text else ""
     if images:
-        url = conditional_escape(reverse("studio:session_image", args=[session_id]))
+        url = conditional_escape(studio_url("studio:session_image", session_id))
         thumbs = "".join(
             f'<a class="thumb" href="{url}?entry={variable(urlencode(img.entry_id))}&amp;n={variable(img.index)}" '
             'target="_blank" rel="noopener">'
@@ -226,9 +227,11 @@ def _retry(turn: Turn, context: dict[str, Any]) -> str:
 
 def _url(context: dict[str, Any], name: str, *args: Any) -> str:
     """``reverse(name, args)``, escaped, once per render (kept in ``context``): a conversation of
-    forty turns names the same few URLs forty times, and each ``reverse`` costs ~50 µs."""
+    forty turns names the same few URLs forty times, and each ``reverse`` costs ~50 µs (a
+    session's own routes come from ``studio.links``' memo)."""
     urls: dict[tuple[str, tuple[Any, ...]], str] = context.setdefault("_urls", {})
     key = (name, args)
     if key not in urls:
-        urls[key] = str(conditional_escape(reverse(name, args=list(args))))
+        url = studio_url(name, args[0]) if name.startswith("studio:") else reverse(name, args=list(args))
+        urls[key] = str(conditional_escape(url))
     return urls[key]
