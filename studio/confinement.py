@@ -105,15 +105,17 @@ class OwnedWorkspaces:
         return sql.exists(StudioSession, id=pk, owner=self.owner_id)
 
 
-def confinement_of(session: StudioSession) -> ToolConfinement:
-    """The confinement of ``session``'s store (its main session decides) as it runs now."""
+def confinement_of(session: StudioSession, protected: tuple[Path, ...] | None = None) -> ToolConfinement:
+    """The confinement of ``session``'s store (its main session decides) as it runs now.
+    ``protected``: ``protected_paths()`` when the caller keeps it (a host's ``ProtectedPaths``)."""
     from studio.workspaces import protected_paths, workdir_problem
 
     root = session.root or session
     policy = str(root.permission_policy)
     if root.tool_isolation == ToolIsolation.HOST:
         return ToolConfinement("host", policy, "Tools run on the Studio server, as the Studio process.")
-    protected = protected_paths()  # once: the workdir check and the sandbox's hidden paths (each a realpath per path)
+    if protected is None:  # once: the workdir check and the sandbox's hidden paths (a realpath per path)
+        protected = protected_paths()
     owned = OwnedWorkspaces(root.owner_id, own=str(root.pk))
     problem = workdir_problem(_real(root.workdir), owned, confined=True, protected=protected)
     if problem is not None:

@@ -30,6 +30,7 @@ from studio.models import (
     UsageRecord,
 )
 from studio.stores import location_of
+from studio.workspaces import ProtectedPaths
 
 _T = TypeVar("_T")
 
@@ -263,18 +264,21 @@ def _listed(model: RegisteredModel, rows: tuple[tuple[Any, ...], ...]) -> bool:
     return any(row[0] == model.pk for row in rows)
 
 
-def session_config(session_id: str, catalog: ModelCatalog | None = None) -> SessionConfig:
+def session_config(
+    session_id: str, catalog: ModelCatalog | None = None, protected: ProtectedPaths | None = None
+) -> SessionConfig:
     """What the host needs for a view: its store's options (the main session's), its target
     and where its tools run. ``HostError`` when the session cannot run: a confined session
-    whose workdir it may no longer use, or a model whose API key cannot be read. ``catalog``:
-    the host's ``ModelCatalog`` (default: built for this call alone)."""
+    whose workdir it may no longer use, or a model whose API key cannot be read. ``catalog``
+    and ``protected``: the host's ``ModelCatalog`` and ``ProtectedPaths`` (default: read for
+    this call alone)."""
     from studio.confinement import confinement_of
     from studio.credentials import CredentialsError
 
     session = _view_row(session_id, ("registered_model", "root__registered_model"))
     root = session.root or session
     model = root.registered_model
-    confinement = confinement_of(root)
+    confinement = confinement_of(root, protected.get() if protected is not None else None)
     if confinement.mode == "refused":
         raise HostError("workdir_refused", confinement.summary)
     rows = enabled_model_rows()

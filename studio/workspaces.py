@@ -67,6 +67,36 @@ def protected_paths() -> tuple[Path, ...]:
     return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in paths))
 
 
+class ProtectedPaths:
+    """``protected_paths()`` kept for as long as the settings it is read from stay the same: a
+    host asks for it at every opening (the workdir check and the sandbox's hidden paths), and its
+    eight ``realpath`` calls cost ~0.5 ms there, ~1 ms with fifty pages opening at once.
+
+    Why keeping them is sound: they are Studio's own data directory, database files and key
+    files, made before the first session opens; a real path of one changes only when an admin
+    moves Studio's data, which the open database connection and key cache do not follow either
+    (Studio is restarted for it). A host owns one (no process-wide state), so a test that changes
+    these settings gets the new paths through the key."""
+
+    def __init__(self) -> None:
+        self._key: tuple[object, ...] | None = None
+        self._paths: tuple[Path, ...] = ()
+
+    def get(self) -> tuple[Path, ...]:
+        database = settings.DATABASES["default"]
+        key = (
+            settings.STUDIO_DATA_DIR,
+            settings.STUDIO_WORKDIR_ROOT,
+            database.get("ENGINE"),
+            database.get("NAME"),
+            getattr(settings, "STUDIO_SECRET_KEY_FILE", ""),
+            getattr(settings, "STUDIO_CREDENTIALS_KEY_FILE", ""),
+        )
+        if key != self._key:
+            self._paths, self._key = protected_paths(), key
+        return self._paths
+
+
 def fresh_workspace(session_id: str) -> str:
     path = workspaces_base() / session_id
     path.mkdir(parents=True, exist_ok=True)

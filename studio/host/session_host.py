@@ -59,6 +59,7 @@ from studio.host.state import (
     wake,
 )
 from studio.host.stream_windows import BASE_STREAM_WINDOW, stream_window
+from studio.workspaces import ProtectedPaths
 
 if TYPE_CHECKING:
     import httpx
@@ -92,6 +93,7 @@ class SessionHost:
         self._layer = channel_layer
         interval = settings.STUDIO_FLUSH_INTERVAL if flush_interval is None else flush_interval
         self.models = selectors.ModelCatalog()  # the registered models' options, per version
+        self.protected = ProtectedPaths()  # Studio's own paths, read once per settings
         self.publisher = Publisher(self.epoch, lambda: self.layer, interval, self.models)
         self.leases = leases
         self._idle = settings.STUDIO_RUNTIME_IDLE_SECONDS if idle_seconds is None else idle_seconds
@@ -411,7 +413,7 @@ class SessionHost:
         root_id = await database_sync_to_async(selectors.root_of)(str(view_id))
         hs = self._sessions.get(root_id)
         if hs is None:
-            config = await database_sync_to_async(selectors.session_config)(root_id, self.models)
+            config = await database_sync_to_async(selectors.session_config)(root_id, self.models, self.protected)
             store = config.store
             lock: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         else:
@@ -463,7 +465,7 @@ class SessionHost:
         """Open a session this worker just claimed (its holder died or shut down): the lease task
         resumes the store's unfinished work, and every view gets a full render of the new
         holder's state (a new epoch and term, so watchers switch over)."""
-        config = await database_sync_to_async(selectors.session_config)(root_id, self.models)
+        config = await database_sync_to_async(selectors.session_config)(root_id, self.models, self.protected)
         hs = await self._session(config)
         for view in hs.views.values():
             view.dirty.everything()
@@ -492,7 +494,7 @@ class SessionHost:
                 if view is not None:
                     hs.last_used = time.monotonic()
                     return hs, view
-        config = await database_sync_to_async(selectors.session_config)(str(view_id), self.models)
+        config = await database_sync_to_async(selectors.session_config)(str(view_id), self.models, self.protected)
         hs = await self._session(config)
         view = hs.views.get(config.target_id)
         if view is None or view.view_id != config.session_id:
@@ -525,7 +527,8 @@ class SessionHost:
                     term = await self.leases.acquire(root_id) if self.leases is not None else 0
                     root = config if config.root_id == config.session_id else None
                     if root is None:
-                        root = await database_sync_to_async(selectors.session_config)(root_id, self.models)
+                        read_config = database_sync_to_async(selectors.session_config)
+                        root = await read_config(root_id, self.models, self.protected)
                     options = root.model_options
                     if options.get("provider") == "demo" and not options.get("base_url"):
                         options["base_url"] = self.demo_base_url()

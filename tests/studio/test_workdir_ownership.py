@@ -223,3 +223,34 @@ def test_shared_folders_are_checked_at_start_up(settings: Any, studio_data_dir: 
     (tmp_path / "fine").mkdir()
     settings.STUDIO_SHARED_WORKDIRS = f"{tmp_path / 'fine'}, "
     check_shared_workdirs()
+
+
+def test_a_hosts_protected_paths_are_resolved_once_and_again_when_the_settings_move(
+    tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ProtectedPaths`` (issue 25: an opening's eight ``realpath`` calls): the same paths as
+    ``protected_paths()``, read from the file system once; a moved data directory is a new key."""
+    from studio import workspaces
+
+    calls: list[str] = []
+    real = os.path.realpath
+
+    def counting(path: Any, *args: Any, **kwargs: Any) -> str:
+        calls.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(workspaces.os.path, "realpath", counting)
+    kept = workspaces.ProtectedPaths()
+    first = kept.get()
+    assert first == workspaces.protected_paths()
+    assert calls, "protected_paths() resolves every path"
+    calls.clear()
+    assert kept.get() is first and kept.get() == first
+    assert calls == [], "read again without settings changing"
+
+    moved = tmp_path / "moved-data"
+    moved.mkdir()
+    settings.STUDIO_DATA_DIR = str(moved)
+    again = kept.get()
+    assert again == workspaces.protected_paths() != first
+    assert Path(real(moved)) in again
