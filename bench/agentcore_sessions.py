@@ -53,6 +53,7 @@ import json
 import pstats
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -179,14 +180,15 @@ async def agent_round(sessions: list[Session], tokens: int, tag: str, settle: fl
     return Round(used * 1000 / n, max_overlap(spans), commits.count / n, commits.cpu * 1000 / n, per_type)
 
 
-async def floor_round(url: str, clients: list[Any], tokens: int, settle: float) -> Round:
+async def floor_round(url: str, clients: list[Any], tokens: int, settle: float, first: int = 0) -> Round:
     """N raw streams at once: post, read the bytes, split the SSE events, ``json.loads`` each
-    (``clients``: one per stream, or the same shared client N times)."""
+    (``clients``: one per stream, or the same shared client N times; ``first``: the session
+    number of the first stream, so its answers' stamps stay apart from other sessions')."""
 
     async def one(k: int, client: Any) -> tuple[float, float]:
         body = {
             "model": MODEL,
-            "messages": [{"role": "user", "content": prompt(k, tokens)}],
+            "messages": [{"role": "user", "content": prompt(first + k, tokens)}],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -377,6 +379,23 @@ def main() -> None:
     run_with_provider(run, parser.parse_args())
 
 
+async def lanes_floor(base_url: str, sessions: int, tokens: int, rounds: int, first: int) -> list[float]:
+    """The floor on host lanes alone (``bench/studio_overhead.py`` measures it after each size, in
+    a child process, as the machine's speed in that run): CPU ms per stream of each round."""
+    client = new_host_http_client()
+    url = base_url + PATHS["openai-completions"][len("/v1") :]
+    try:
+        return [(await floor_round(url, [client] * sessions, tokens, 0.1, first)).cpu_ms for _ in range(rounds)]
+    finally:
+        await client.aclose()
+
+
+def floor_only() -> None:
+    """``--floor-only BASE_URL SESSIONS TOKENS ROUNDS FIRST``: prints the rounds' CPU as JSON."""
+    base_url, sessions, tokens, rounds, first = sys.argv[2], *map(int, sys.argv[3:7])
+    print(json.dumps(asyncio.run(lanes_floor(base_url, sessions, tokens, rounds, first))))
+
+
 def run_with_provider(body: Any, args: argparse.Namespace) -> None:
     """``asyncio.run(body(args, provider))`` with the stamping provider (``--tokens``,
     ``--pace-ms``) in a child process."""
@@ -386,4 +405,4 @@ def run_with_provider(body: Any, args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    floor_only() if sys.argv[1:2] == ["--floor-only"] else main()

@@ -29,6 +29,14 @@ go over each page's socket, as the browser's composer sends them (``--prompt-via
 POST, as a prompt with images does). A long-answer case (``--long-tokens``, default 2,000
 tokens, at ``--long-sizes``) shows whether bytes per token stay constant as the answer grows.
 
+**The machine's speed in the same run.** After each size, with Studio idle, a child process
+streams the same N answers raw at once on the host client's lanes (``lanes_floor``: the
+transport and SSE parsing no runtime avoids) and the row's notes give its CPU per stream, the
+**floor**, and Studio's CPU per turn and per opening as multiples of it. This VM's speed moves
+from day to day (the floor read ~5 ms at N = 50 on one day, ~8–9 ms on the next) and every
+absolute CPU figure moves with it; the multiples compare runs across such days. ``--no-floor``
+skips it.
+
 ``--flush-interval S`` sets ``STUDIO_FLUSH_INTERVAL``; ``--env NAME=VALUE`` any other setting.
 ``--profile out.txt`` samples daphne with py-spy for the whole run (read it with
 ``bench/profile_top.py``); ``--profile-phase open`` or ``turn`` samples only that phase of every
@@ -48,6 +56,7 @@ import json
 import os
 import re
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -277,6 +286,23 @@ async def run_size(
     return run
 
 
+#: The session numbers of the floor's streams (``lanes_floor``): far above any size's sessions.
+FLOOR_FIRST = 1_000_000
+
+
+def lanes_floor(base_url: str, n: int, tokens: int, *, first: int, rounds: int = 3) -> float:
+    """The machine's speed in this run: ``n`` raw streams of ``tokens`` chunks at once on the host
+    client's lanes (``bench/agentcore_sessions.py --floor-only``, the transport and SSE parsing no
+    runtime avoids), in a child process while Studio is idle; the median CPU ms per stream of
+    ``rounds`` rounds. Studio's CPU per turn divided by it compares runs on machines (or hours) of
+    different speed: this VM's floor moved from ~5 to ~9 ms between two days."""
+    script = Path(__file__).resolve().with_name("agentcore_sessions.py")
+    command = [sys.executable, str(script), "--floor-only", base_url, str(n), str(tokens), str(rounds), str(first)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=True, timeout=120)
+    return float(statistics.median(json.loads(done.stdout)))
+
+
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
     """The largest number of intervals open at one instant."""
     edges = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
@@ -406,7 +432,11 @@ def _row(r: dict[str, Any]) -> str:
     roles = " ".join(f"{role} {ms:.0f}" for role, ms in r["cpu_turn_ms_by_role"].items())
     opening = " ".join(f"{role} {ms:.0f}" for role, ms in r["cpu_open_ms_by_role"].items())
     steal = "" if r.get("steal_s") is None else f"; steal {r['steal_s']:.2f} s"
-    notes += f" [open cpu: {opening}; turn cpu: {roles}; submit→req max {_fmt(r['submit_max_ms'])}{steal}]"
+    floor = ""
+    if r.get("floor_ms"):
+        turn, opening_x = (r[f"cpu_{phase}_ms_per_session"] / r["floor_ms"] for phase in ("turn", "open"))
+        floor = f"; floor {r['floor_ms']:.1f} ms, turn {turn:.1f}x, open {opening_x:.1f}x"
+    notes += f" [open cpu: {opening}; turn cpu: {roles}; submit→req max {_fmt(r['submit_max_ms'])}{steal}{floor}]"
     return (
         f"{r['size']:>4}{r['tokens']:>7}{r['max_overlap']:>8}{_fmt(r['delay_median_ms']):>10}"
         f"{_fmt(r['delay_p95_ms']):>7}{_fmt(r['delay_max_ms']):>7}{_fmt(r['ttft_median_ms']):>9}"
@@ -456,6 +486,7 @@ def main() -> None:
         help="send each prompt over the page's socket (the browser's way) or as the POST (images, no socket)",
     )
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-floor", action="store_true", help="skip the raw-stream floor after each size")
     parser.add_argument("--serve", nargs=2, type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -556,6 +587,7 @@ def main() -> None:
                 },
                 submit_max_ms=max(submits) if (submits := result.get("submits")) else None,
                 steal_s=None if steal0 is None or (steal1 := stolen_seconds()) is None else steal1 - steal0,
+                floor_ms=None if args.no_floor else lanes_floor(provider.base_url, n, tokens, first=FLOOR_FIRST + k),
             )
             results.append(result)
             print(_row(result), flush=True)
