@@ -206,3 +206,25 @@ def test_links_and_delays_are_shown_safely() -> None:
 def test_the_login_page_names_the_command_a_newcomer_ran(client: Any) -> None:
     page = client.get("/login/").content.decode()
     assert "<code>python3 dev.py studio</code>" in page and "initial-login.txt" in page
+
+
+def test_a_validation_only_forms_choice_fields_are_shared_not_copied_and_refuse_as_django_does() -> None:
+    """Issue 25: a composer message's form shares its choice fields' choices and widgets with
+    the declaration (``FixedChoiceField``) instead of deep-copying them at every prompt; a
+    form's own error messages stay its own, and a bad choice is refused in Django's words."""
+    from django import forms
+
+    from studio.forms import FixedChoiceField, PromptForm
+
+    one, two = PromptForm({"prompt": "hi", "agent": "build"}), PromptForm({"prompt": "hi", "agent": "nope"})
+    declared = PromptForm.base_fields["agent"]
+    assert isinstance(declared, FixedChoiceField)
+    assert one.fields["agent"] is not declared and one.fields["agent"] is not two.fields["agent"]
+    assert one.fields["agent"].choices is declared.choices and one.fields["agent"].widget is declared.widget
+    one.fields["agent"].error_messages["invalid_choice"] = "changed for this form only"
+    assert declared.error_messages["invalid_choice"] != "changed for this form only"
+    assert one.is_valid() and one.cleaned_data["agent"] == "build"
+    plain = forms.ChoiceField(choices=declared.choices, required=False)
+    with pytest.raises(forms.ValidationError) as expected:
+        plain.clean("nope")
+    assert not two.is_valid() and two.errors["agent"] == expected.value.messages

@@ -85,5 +85,5 @@ def test_a_link_under_another_script_prefix_carries_that_prefix() -> None:
 def test_an_id_that_is_no_uuid_is_refused_like_reverse_refuses_it(bad: object) -> None:
     with pytest.raises(NoReverseMatch):
         reverse("studio:session_stop", args=[bad])
-    with pytest.raises(ValueError, match="studio:session_stop: the session id .* is not a UUID"):
+    with pytest.raises(ValueError, match=r"studio:session_stop: the session id .* is not a UUID"):
         studio_url("studio:session_stop", bad)
