@@ -22,7 +22,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_POST
 
-from studio import controls_html, pages, selectors, services, turn_html, usage_html
+from studio import controls_html, page_html, pages, selectors, services, turn_html, usage_html
 from studio.composer import PromptRefused, parse_prompt, submit_prompt
 from studio.forms import (
     CompactForm,
@@ -104,7 +104,7 @@ def _detail_page(request: HttpRequest, session_id: str, state: HostState, host_e
         }
     )
     context["regions"] = _python_regions(context)
-    return render(request, "studio/session_detail.html", context)
+    return HttpResponse(page_html.session_page(request, context))
 
 
 def _python_regions(context: dict[str, Any]) -> dict[str, SafeString]:
