@@ -117,3 +117,18 @@ async def test_a_fork_and_a_subagents_read_only_view_are_the_templates(
     forked = await _page(user, fork)
     assert "A fork: its own conversation" in forked and f'href="/sessions/{session.pk}/"' in forked
     assert len(compared) == 2
+
+
+async def test_a_session_the_host_refuses_says_why_as_the_templates_do(
+    user: Any, demo_model: Any, host: Any, compared: list[str], settings: Any
+) -> None:
+    from studio import services
+
+    session = await sync_to_async(services.session_create)(
+        owner=user, registered_model=demo_model, workdir="", permission_policy="workspace", effort="low", mode="build"
+    )
+    # its workdir moved into Studio's data since: the host will not open it, and the page says so
+    await StudioSession.objects.filter(pk=session.pk).aupdate(workdir=str(settings.STUDIO_DATA_DIR))
+    page = await _page(user, session)
+    assert '<div id="composer-error" class="composer-error" role="status"><div class="form-error">' in page
+    assert "cannot be used any more" in page and compared == [page]
