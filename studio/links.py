@@ -1,4 +1,4 @@
-"""Studio's own links, built without a Django ``reverse`` per link.
+"""Studio's own links, built without a Django ``reverse`` (or ``static``) per link.
 
 Why: ``reverse`` costs ~50 µs on this VM (it resolves the namespace, formats the route's
 candidate and matches the result against the route's regex again, on every call). A session page
@@ -9,7 +9,9 @@ session's — and each link after that is the session's id put in the placeholde
 
 The memo is keyed by everything ``reverse`` reads (the script prefix of the request at hand, the
 URLconf in use), so a request under another prefix, or a test with another ``ROOT_URLCONF``,
-gets its own entries instead of a stale link.
+gets its own entries instead of a stale link. The session page's stylesheets and scripts
+(``static_url``) are memoised the same way: ``static`` joins and quotes the path against the
+storage's base URL on every call, ~15 µs each, eleven times a page.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import functools
 import uuid
 
 from django.conf import settings
+from django.templatetags.static import static
 from django.urls import get_script_prefix, get_urlconf, reverse
 
 #: Stands for the session's id while a route is reversed (a valid UUID, as the route requires).
@@ -56,3 +59,15 @@ def _halves(name: str, prefix: str, urlconf: str) -> tuple[str, str]:
     if not found:  # a route that transforms its argument: no place to put the id in
         raise ValueError(f"{name}: its link does not hold the session id as given")
     return head, tail
+
+
+def static_url(path: str) -> str:
+    """``static(path)`` (what ``{% static path %}`` gives), from the memo: keyed by the path and
+    ``STATIC_URL``, which is all the storage reads (it keeps its base URL from its first use)."""
+    return _static(path, str(settings.STATIC_URL))
+
+
+@functools.cache
+def _static(path: str, static_base: str) -> str:
+    del static_base  # a key only: the storage reads the setting itself
+    return static(path)

@@ -21,11 +21,10 @@ from django.http import HttpRequest
 from django.middleware.csrf import get_token
 from django.template import engines
 from django.template.context import make_context
-from django.templatetags.static import static
 from django.utils.html import escape
 
 from studio.block_html import variable
-from studio.links import studio_url
+from studio.links import static_url, studio_url
 
 #: ``base.html``'s stylesheets and scripts, in its order.
 _STYLES = ("studio/studio.css", "studio/pygments.css", "studio/operator.css", "studio/chat.css")
@@ -82,8 +81,8 @@ def session_page(request: HttpRequest, context: dict[str, Any]) -> str:
 
 def _base(request: HttpRequest, title: str, body_class: str, content: str) -> str:
     """``base.html`` around ``content`` (no navigation block is set on the session page)."""
-    styles = "".join(f'  <link rel="stylesheet" href="{escape(static(path))}">\n' for path in _STYLES)
-    scripts = "".join(f'  <script src="{escape(static(path))}" defer></script>\n' for path in _SCRIPTS)
+    styles = "".join(f'  <link rel="stylesheet" href="{escape(static_url(path))}">\n' for path in _STYLES)
+    scripts = "".join(f'  <script src="{escape(static_url(path))}" defer></script>\n' for path in _SCRIPTS)
     user = request.user
     header = ""
     if user.is_authenticated:
@@ -121,7 +120,7 @@ def _base(request: HttpRequest, title: str, body_class: str, content: str) -> st
         '"allowScriptTags": false, "selfRequestsOnly": true}\'>\n'
         '  <meta name="color-scheme" content="light dark">\n'
         f"  <title>{title} · agentcore Studio</title>\n"
-        f'  <link rel="icon" href="{escape(static("studio/favicon.svg"))}" type="image/svg+xml">\n'
+        f'  <link rel="icon" href="{escape(static_url("studio/favicon.svg"))}" type="image/svg+xml">\n'
         f"{styles}{scripts}"
         "</head>\n"
         f"<body class=\"{body_class}\" hx-headers='{{\"X-CSRFToken\": \"{escape(get_token(request))}\"}}'>\n"

@@ -9,6 +9,7 @@ an id that is no UUID is refused as ``reverse`` refuses it. (W1: the pages' link
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from django.template import engines
@@ -87,3 +88,17 @@ def test_an_id_that_is_no_uuid_is_refused_like_reverse_refuses_it(bad: object) -
         reverse("studio:session_stop", args=[bad])
     with pytest.raises(ValueError, match=r"studio:session_stop: the session id .* is not a UUID"):
         studio_url("studio:session_stop", bad)
+
+
+@pytest.mark.usefixtures("prefix")
+@pytest.mark.parametrize("path", ["studio/studio.css", "vendor/htmx-2.0.11.min.js", "studio/favicon.svg"])
+def test_a_static_link_is_the_one_static_gives(path: str, settings: Any) -> None:
+    from django.templatetags.static import static
+
+    from studio.links import static_url
+
+    assert static_url(path) == static(path)
+    settings.STATIC_URL = "/assets/"  # a new key: the memo does not keep the old base
+    assert static_url(path) == static(path) == f"/assets/{path}"
+    set_script_prefix("/studio/")
+    assert static_url(path) == static(path)  # the storage keeps its first base URL; so does the memo
