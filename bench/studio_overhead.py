@@ -30,7 +30,7 @@ POST, as a prompt with images does). A long-answer case (``--long-tokens``, defa
 tokens, at ``--long-sizes``) shows whether bytes per token stay constant as the answer grows.
 
 **The machine's speed in the same run.** After each size, with Studio idle, a child process
-streams the same N answers raw at once on the host client's lanes (``lanes_floor``: the
+streams the same N short answers raw at once on the host client's lanes (``lanes_floor``: the
 transport and SSE parsing no runtime avoids) and the row's notes give its CPU per stream, the
 **floor**, and Studio's CPU per turn and per opening as multiples of it. This VM's speed moves
 from day to day (the floor read ~5 ms at N = 50 on one day, ~8–9 ms on the next) and every
@@ -587,7 +587,10 @@ def main() -> None:
                 },
                 submit_max_ms=max(submits) if (submits := result.get("submits")) else None,
                 steal_s=None if steal0 is None or (steal1 := stolen_seconds()) is None else steal1 - steal0,
-                floor_ms=None if args.no_floor else lanes_floor(provider.base_url, n, tokens, first=FLOOR_FIRST + k),
+                # the machine's speed: measured with the short answers (a long one's floor takes minutes)
+                floor_ms=None
+                if args.no_floor or tokens != args.tokens
+                else lanes_floor(provider.base_url, n, tokens, first=FLOOR_FIRST + k),
             )
             results.append(result)
             print(_row(result), flush=True)
