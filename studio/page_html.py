@@ -58,7 +58,9 @@ class _Partials:
 
     @contextlib.contextmanager
     def bound(self) -> Iterator[_Partials]:
-        with self._context.bind_template(self._engine.get_template("studio/_pending.html")):
+        # bound to the template this module stands for, as its render would bind it: the context
+        # processors run here, once, and every partial then renders in the bound context
+        with self._context.bind_template(self._engine.get_template("studio/session_detail.html")):
             yield self
 
     def render(self, name: str) -> str:

@@ -232,6 +232,7 @@ def _url(context: dict[str, Any], name: str, *args: Any) -> str:
     urls: dict[tuple[str, tuple[Any, ...]], str] = context.setdefault("_urls", {})
     key = (name, args)
     if key not in urls:
-        url = studio_url(name, args[0]) if name.startswith("studio:") else reverse(name, args=list(args))
+        session_route = name.startswith("studio:") and len(args) == 1
+        url = studio_url(name, args[0]) if session_route else reverse(name, args=list(args))
         urls[key] = str(conditional_escape(url))
     return urls[key]

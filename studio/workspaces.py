@@ -53,7 +53,18 @@ def shared_workdirs() -> tuple[Path, ...]:
 def protected_paths() -> tuple[Path, ...]:
     """What no session may see: the data dir, the database (and its WAL), the key files and
     the workspaces base (it shows every person's workspaces; a workspace *inside* it is fine)."""
-    paths = [data_dir(), workspaces_base()]
+    return _resolved(_protected_sources())
+
+
+def _resolved(paths: Iterable[Path]) -> tuple[Path, ...]:
+    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in paths))
+
+
+def _protected_sources() -> tuple[Path, ...]:
+    """``protected_paths()`` as the settings name them, before any is resolved."""
+    root = settings.STUDIO_WORKDIR_ROOT
+    data = Path(settings.STUDIO_DATA_DIR)
+    paths = [data, Path(root) if root else data / "workspaces"]
     database = settings.DATABASES["default"]
     name = str(database.get("NAME") or "")
     if "sqlite" in str(database.get("ENGINE")) and os.path.isabs(name):
@@ -64,7 +75,7 @@ def protected_paths() -> tuple[Path, ...]:
     from studio.credentials import key_file
 
     paths.append(key_file())
-    return tuple(dict.fromkeys(Path(os.path.realpath(p)) for p in paths))
+    return tuple(paths)
 
 
 class ProtectedPaths:
@@ -75,25 +86,17 @@ class ProtectedPaths:
     Why keeping them is sound: they are Studio's own data directory, database files and key
     files, made before the first session opens; a real path of one changes only when an admin
     moves Studio's data, which the open database connection and key cache do not follow either
-    (Studio is restarted for it). A host owns one (no process-wide state), so a test that changes
-    these settings gets the new paths through the key."""
+    (Studio is restarted for it). A host owns one (no process-wide state), keyed by the paths as
+    the settings name them, so a test that changes these settings gets the new paths."""
 
     def __init__(self) -> None:
-        self._key: tuple[object, ...] | None = None
+        self._key: tuple[Path, ...] | None = None
         self._paths: tuple[Path, ...] = ()
 
     def get(self) -> tuple[Path, ...]:
-        database = settings.DATABASES["default"]
-        key = (
-            settings.STUDIO_DATA_DIR,
-            settings.STUDIO_WORKDIR_ROOT,
-            database.get("ENGINE"),
-            database.get("NAME"),
-            getattr(settings, "STUDIO_SECRET_KEY_FILE", ""),
-            getattr(settings, "STUDIO_CREDENTIALS_KEY_FILE", ""),
-        )
+        key = _protected_sources()
         if key != self._key:
-            self._paths, self._key = protected_paths(), key
+            self._paths, self._key = _resolved(key), key
         return self._paths
 
 

@@ -413,7 +413,7 @@ class SessionHost:
         root_id = await database_sync_to_async(selectors.root_of)(str(view_id))
         hs = self._sessions.get(root_id)
         if hs is None:
-            config = await database_sync_to_async(selectors.session_config)(root_id, self.models, self.protected)
+            config = await self._read_config(root_id)
             store = config.store
             lock: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         else:
@@ -465,7 +465,7 @@ class SessionHost:
         """Open a session this worker just claimed (its holder died or shut down): the lease task
         resumes the store's unfinished work, and every view gets a full render of the new
         holder's state (a new epoch and term, so watchers switch over)."""
-        config = await database_sync_to_async(selectors.session_config)(root_id, self.models, self.protected)
+        config = await self._read_config(root_id)
         hs = await self._session(config)
         for view in hs.views.values():
             view.dirty.everything()
@@ -494,7 +494,7 @@ class SessionHost:
                 if view is not None:
                     hs.last_used = time.monotonic()
                     return hs, view
-        config = await database_sync_to_async(selectors.session_config)(str(view_id), self.models, self.protected)
+        config = await self._read_config(str(view_id))
         hs = await self._session(config)
         view = hs.views.get(config.target_id)
         if view is None or view.view_id != config.session_id:
@@ -527,8 +527,7 @@ class SessionHost:
                     term = await self.leases.acquire(root_id) if self.leases is not None else 0
                     root = config if config.root_id == config.session_id else None
                     if root is None:
-                        read_config = database_sync_to_async(selectors.session_config)
-                        root = await read_config(root_id, self.models, self.protected)
+                        root = await self._read_config(root_id)
                     options = root.model_options
                     if options.get("provider") == "demo" and not options.get("base_url"):
                         options["base_url"] = self.demo_base_url()
@@ -676,6 +675,10 @@ class SessionHost:
                 await effects.apply(hs, held)
             except Exception:
                 log.exception("session %s: could not record its last usage", hs.root_id)
+
+    async def _read_config(self, session_id: str) -> SessionConfig:
+        """``selectors.session_config`` with this host's model catalog and protected paths."""
+        return await database_sync_to_async(selectors.session_config)(session_id, self.models, self.protected)
 
     def _retune(self) -> None:
         """Set every runtime's stream window for the turns streaming in this host now (called
