@@ -194,7 +194,16 @@ def _daphne(env: dict[str, str], log_path: Path) -> Iterator[str]:
     base = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "studio.server:application"],
+            [
+                sys.executable,
+                "-m",
+                "studio.daphne_main",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "studio.server:application",
+            ],
             cwd=ROOT,
             env=env,
             stdout=log,

@@ -111,7 +111,7 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     log = open(data_dir / "daphne.log", "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "studio.server:application"],
+        [sys.executable, "-m", "studio.daphne_main", "-b", "127.0.0.1", "-p", str(port), "studio.server:application"],
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 
 from agentcore import AgentRuntime, create_agent
 from agentcore.testing.fake_server import FakeProviderServer
@@ -18,6 +20,20 @@ from tests.pg import PostgresCluster
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "false")
 
 API_KINDS = ("openai-responses", "anthropic-messages", "openai-completions")
+
+#: Test modules that run on both event loops Studio's processes can run on (studio.event_loop):
+#: the code that drives asyncio transports itself — agentcore's httpcore backend, Studio's
+#: single-machine channel layer, and a runtime streaming through them.
+BOTH_LOOPS = frozenset({"test_asyncio_network.py", "test_local_layer.py", "test_connection_lanes.py"})
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], Any]]:
+    """pytest-asyncio's hook: the ``BOTH_LOOPS`` modules' tests run once on asyncio's own loop
+    and once on uvloop's (the default of Studio's servers); every other test on asyncio's (one
+    factory: the test's id is unchanged)."""
+    if item.path.name not in BOTH_LOOPS:
+        return {"asyncio": asyncio.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ import select
 import socket
 import ssl
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from typing import Any, cast
 
 import httpcore
 
@@ -52,8 +52,7 @@ class _Receiver(asyncio.Protocol):
         self.drained: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = _stream_transport(transport)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -88,6 +87,12 @@ class _Receiver(asyncio.Protocol):
         waiter, self.waiter = self.waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+
+def _stream_transport(transport: asyncio.BaseTransport) -> asyncio.Transport:
+    """A stream connection's transport, typed as what it does: uvloop's transports have every
+    method of ``asyncio.Transport`` without subclassing it, so no ``isinstance`` check here."""
+    return cast(asyncio.Transport, transport)
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:
@@ -207,8 +212,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         except BaseException:
             self._transport.close()
             raise
-        assert isinstance(transport, asyncio.Transport)
-        self._receiver.transport = transport
+        self._receiver.transport = transport = _stream_transport(transport)
         return AsyncioStream(self._loop, transport, self._receiver)
 
     def get_extra_info(self, info: str) -> Any:

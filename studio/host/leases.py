@@ -45,6 +45,7 @@ from django.db import close_old_connections, connection
 from django.db.models import Case, Count, DateTimeField, ExpressionWrapper, F, Max, Q, Value, When
 from django.db.models.functions import Now
 
+from studio import event_loop
 from studio.host.contract import HostError
 from studio.models import HostWorker, SessionLease
 
@@ -334,7 +335,13 @@ class LeaseKeeper:
         self._loop = asyncio.get_running_loop()
         self._thread = threading.Thread(target=self._run, name="studio-leases-renewal", daemon=True)
         self._thread.start()
-        log.info("worker %s (pid %d) registered on %s", self.worker_id, os.getpid(), self.channel)
+        log.info(
+            "worker %s (pid %d) registered on %s (%s event loop)",
+            self.worker_id,
+            os.getpid(),
+            self.channel,
+            event_loop.running(),
+        )
 
     # -- SessionLeases ----------------------------------------------------------------------
 

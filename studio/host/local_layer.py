@@ -28,7 +28,7 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import msgpack
 from channels.layers import BaseChannelLayer
@@ -51,8 +51,8 @@ class _Framed(asyncio.Protocol):
         self.closed = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream's transport; cast, not checked: uvloop's do not subclass asyncio.Transport
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self._unpacker.feed(data)

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -41,7 +42,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from agentcore.events import RunEndEvent
-from studio import runtime_options, selectors, services
+from studio import event_loop, runtime_options, selectors, services
 from studio.host import commands, effects, timeline_feed
 from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, store_code, store_lost
 from studio.host.factory import RuntimeFactory, agent_host, close_shared, configured_factory, host_http_client
@@ -714,6 +715,7 @@ def get_session_host() -> SessionHost:
     global _host
     if _host is None:
         _host = SessionHost()
+        log.info("session host started in pid %d on the %s event loop", os.getpid(), event_loop.running())
     return _host
 
 

@@ -1,5 +1,8 @@
 """The host client's network path: lanes on the plain-asyncio httpcore backend (SPEC P1; issue 25).
 
+Every test runs on asyncio's own loop and on uvloop's, which Studio's servers run on
+(``tests/conftest.py BOTH_LOOPS``).
+
 Everything goes through the real ``LaneTransport`` to the real fake provider server on
 loopback, directly or behind a real relay (``network_relay``) that can terminate TLS with a
 self-signed certificate made for the run, count connections, and close or reset them from
@@ -19,6 +22,7 @@ import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import cast
 
 import httpcore
 import httpx
@@ -346,12 +350,28 @@ class _Flood(asyncio.Protocol):
         self.blocked = asyncio.Event()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.write(self.payload)
-        transport.write_eof()
+        stream = cast(asyncio.Transport, transport)  # uvloop's does not subclass asyncio.Transport
+        stream.write(self.payload)
+        stream.write_eof()
 
     def pause_writing(self) -> None:
         self.blocked.set()
+
+
+class _PauseWatch:
+    """A transport as the receiver sees it, with ``paused`` set once the receiver stops reading
+    (a wrapper: uvloop's transport methods cannot be replaced on the object)."""
+
+    def __init__(self, inner: asyncio.Transport) -> None:
+        self._inner = inner
+        self.paused = asyncio.Event()
+
+    def pause_reading(self) -> None:
+        self._inner.pause_reading()
+        self.paused.set()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
 
 
 async def test_a_server_that_floods_is_buffered_to_a_bound_and_read_whole() -> None:
@@ -372,15 +392,9 @@ async def test_a_server_that_floods_is_buffered_to_a_bound_and_read_whole() -> N
         receiver = stream._receiver
         transport = receiver.transport
         assert transport is not None
-        paused = asyncio.Event()
-        pause_reading = transport.pause_reading
-
-        def pause_and_say() -> None:
-            pause_reading()
-            paused.set()
-
-        transport.pause_reading = pause_and_say  # type: ignore[method-assign]
-        await asyncio.wait_for(paused.wait(), 10)  # the client stopped reading the socket
+        watch = _PauseWatch(transport)
+        receiver.transport = cast(asyncio.Transport, watch)
+        await asyncio.wait_for(watch.paused.wait(), 10)  # the client stopped reading the socket
         assert receiver.read_paused and flood.blocked.is_set()
         assert len(receiver.buffer) <= HIGH_WATER + 256 * 1024  # one socket read past the mark
         received = bytearray()

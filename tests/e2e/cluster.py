@@ -122,7 +122,7 @@ class StudioCluster:
         port = _free_port()
         process = self.spawn(
             name,
-            ["-m", "daphne", "--application-close-timeout", "2", "-b", "127.0.0.1", "-p", str(port),
+            ["-m", "studio.daphne_main", "--application-close-timeout", "2", "-b", "127.0.0.1", "-p", str(port),
              "studio.server:application"],
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
@@ -133,10 +133,13 @@ class StudioCluster:
     def wait_registered(self, name: str) -> None:
         """Until the worker's log says *this* process registered (it then takes sessions). A
         restarted worker appends to its predecessor's log, whose registration line is already
-        there: the line names the pid, so an old one never counts."""
+        there: the line names the pid, so an old one never counts. It also names the event loop:
+        a worker runs on uvloop, as ``manage.py runworker`` installs it (``studio.event_loop``)."""
         process = self.workers[name]
         line = f"(pid {process.pid}) registered on"
         wait_until(lambda: line in self.log(name), name, process, self.logs / f"{name}.log")
+        registered = next(entry for entry in self.log(name).splitlines() if line in entry)
+        assert registered.endswith("(uvloop event loop)"), registered
 
     def close(self) -> None:
         for process in reversed(list(self.processes.values())):

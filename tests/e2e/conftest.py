@@ -149,7 +149,7 @@ def serve_studio(
     log_path = base / "daphne.log"
     log = open(log_path, "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "studio.asgi:application"],
+        [sys.executable, "-m", "studio.daphne_main", "-b", "127.0.0.1", "-p", str(port), "studio.asgi:application"],
         cwd=ROOT,
         env=env,
         stdout=log,

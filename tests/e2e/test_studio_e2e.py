@@ -56,6 +56,9 @@ async def test_login_create_session_and_stream_a_tool_run(studio_server: Studio,
     await page.wait_for_selector("#live-turn")
     await page.wait_for_selector(".tool .tool-name:text('ls')")
     await wait_settled(page)
+    # ... streamed by a session host on uvloop, the loop Studio's servers run on (studio.event_loop)
+    log = studio_server.log_path.read_text()
+    assert "on the uvloop event loop" in log and "on the asyncio event loop" not in log, log[-2000:]
     final = await page.inner_text("#conversation .turn .md")
     assert "README.md" in final
     lengths = await page.evaluate("window.__lengths")

@@ -13,7 +13,7 @@ from typing import Any
 from channels.management.commands.runworker import Command as ChannelsRunworker
 from django.conf import settings
 
-from studio import heap
+from studio import event_loop, heap
 from studio.host.routing import StudioWorker
 
 
@@ -22,7 +22,9 @@ class Command(ChannelsRunworker):
     worker_class = StudioWorker
 
     def handle(self, *args: Any, **options: Any) -> None:
-        """Serve with the process's collector settled (``studio.heap``) once the application is built."""
+        """Serve on Studio's event loop (``studio.event_loop``), with the process's collector
+        settled (``studio.heap``) once the application is built."""
+        event_loop.install()  # before channels' worker makes its loop
         import studio.asgi  # noqa: F401  (the application this worker serves: built before the heap is frozen)
 
         heap.settle(settings.STUDIO_GC_YOUNG_THRESHOLD)

@@ -110,7 +110,7 @@ class Command(BaseCommand):
         argv = [
             sys.executable,
             "-m",
-            "daphne",
+            "studio.daphne_main",  # daphne on Studio's event loop (studio.event_loop)
             "-b",
             options["host"],
             "-p",

@@ -1,0 +1,124 @@
+"""Studio's server processes run on uvloop (``studio.event_loop``, ``studio.daphne_main``; issue 25).
+
+``STUDIO_EVENT_LOOP`` is read from the environment before Django is set up, so the choice and
+its refusals are checked here as functions, and what a process ends up running on in a fresh
+interpreter of its own (the loop policy is process-wide): the entry point daphne is started
+with, and the loop ``asyncio.run`` then gives. A real daphne started that way is in
+``tests/e2e/test_studio_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from studio import event_loop
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Installs the loop as ``studio.daphne_main`` does, then reports what asyncio.run runs on.
+PROBE = """
+import asyncio, sys
+BLOCK
+from studio import event_loop
+installed = event_loop.install()
+async def main():
+    return event_loop.running()
+print(installed, asyncio.run(main()))
+"""
+
+
+def _probe(value: str | None, *, without_uvloop: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != event_loop.SETTING}
+    if value is not None:
+        env[event_loop.SETTING] = value
+    block = "sys.modules['uvloop'] = None  # as if it were not installed" if without_uvloop else ""
+    return subprocess.run(
+        [sys.executable, "-c", PROBE.replace("BLOCK", block)],
+        cwd=ROOT,
+        env=env | {"PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, "auto"), ("auto", "auto"), ("uvloop", "uvloop"), (" AsyncIO ", "asyncio")],
+)
+def test_the_choice_is_read_from_the_environment(value: str | None, expected: str) -> None:
+    environ = {} if value is None else {event_loop.SETTING: value}
+    assert event_loop.chosen(environ) == expected
+
+
+@pytest.mark.parametrize("value", ["", "trio", "uv loop", "asyncio\udcff"])
+def test_an_unknown_loop_is_refused_by_name(value: str) -> None:
+    with pytest.raises(ImproperlyConfigured) as refused:
+        event_loop.chosen({event_loop.SETTING: value})
+    message = str(refused.value)
+    assert event_loop.SETTING in message and repr(value) in message
+    assert all(choice in message for choice in event_loop.CHOICES)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, "uvloop uvloop"), ("uvloop", "uvloop uvloop")])
+def test_a_server_process_runs_on_uvloop_by_default(value: str | None, expected: str) -> None:
+    done = _probe(value)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == expected.split()
+
+
+def test_the_standard_loop_is_kept_when_asked_for() -> None:
+    done = _probe("asyncio")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["asyncio", "asyncio"]
+
+
+def test_without_uvloop_auto_falls_back_and_uvloop_is_refused() -> None:
+    fallback = _probe("auto", without_uvloop=True)
+    assert fallback.returncode == 0, fallback.stderr
+    assert fallback.stdout.split() == ["asyncio", "asyncio"]
+    refused = _probe("uvloop", without_uvloop=True)
+    assert refused.returncode != 0
+    assert "ImproperlyConfigured" in refused.stderr and "STUDIO_EVENT_LOOP=uvloop" in refused.stderr
+
+
+def test_manage_py_studio_serves_with_daphne_on_the_entry_point_that_installs_the_loop(tmp_path: Path) -> None:
+    """``manage.py studio`` replaces itself with ``python -m studio.daphne_main`` (not ``-m
+    daphne``: daphne makes its loop when it is imported), which serves the login page."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STUDIO_", "DJANGO_"))}
+    env |= {"STUDIO_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT), "STUDIO_WORKERS": "0"}
+    log = tmp_path / "studio.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "studio", "--port", str(port)], cwd=ROOT, env=env, stdout=out, stderr=out
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # a real condition: the login page answers
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2) as response:
+                    assert response.status == 200
+                    break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=0.1)  # wakes at once if it dies
+        command = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
+        assert command[1:3] == [b"-m", b"studio.daphne_main"], command
+        assert b"uvloop" in Path(f"/proc/{process.pid}/maps").read_bytes()  # its loop's module is loaded
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
