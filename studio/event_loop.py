@@ -5,8 +5,8 @@ for the provider's bytes, a future resolved for the runtime, a task step for eac
 write to every watching page — and at 50 concurrent streams the standard loop's own Python
 (``_run_once``, handles, futures, transports) is a measurable share of it. uvloop implements the
 same ``asyncio`` interface on libuv in C. Measured with ``bench/studio_overhead.py`` at 50
-sessions, six pairs interleaved with the standard loop on the 2-core VM: Studio's CPU per turn
-26.8 ms against 28.5 (docs/benchmarks.md, round 11).
+sessions, ten pairs interleaved with the standard loop on the 2-core VM: Studio's CPU per turn
+26.8 ms against 29.0 on average (docs/benchmarks.md, round 11).
 
 ``STUDIO_EVENT_LOOP`` chooses: ``auto`` (the default: uvloop when it can be imported — it is
 part of Studio's install on Linux and macOS — else the standard loop), ``uvloop`` (required:
