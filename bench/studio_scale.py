@@ -190,20 +190,13 @@ async def _live(base: str, cookie: str, csrf: str, session_id: str) -> tuple[flo
 
 @contextlib.contextmanager
 def _daphne(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    from studio import daphne_main
+
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
         server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "studio.daphne_main",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "studio.server:application",
-            ],
+            daphne_main.command(port),
             cwd=ROOT,
             env=env,
             stdout=log,

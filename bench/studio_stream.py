@@ -97,7 +97,7 @@ def main() -> None:
     from django.test import Client
     from django.utils.crypto import get_random_string
 
-    from studio import services
+    from studio import daphne_main, services
     from studio.models import RegisteredModel
 
     user = get_user_model().objects.create_user("bench", password="bench-pass-123")
@@ -111,7 +111,7 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     log = open(data_dir / "daphne.log", "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "studio.daphne_main", "-b", "127.0.0.1", "-p", str(port), "studio.server:application"],
+        daphne_main.command(port),
         cwd=ROOT,
         env=env,
         stdout=log,

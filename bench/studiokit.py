@@ -111,16 +111,9 @@ class StudioProcess:
         self.csrf = get_random_string(32)  # an unmasked secret is valid as both cookie and header
         self.cookie = f"sessionid={client.cookies['sessionid'].value}; csrftoken={self.csrf}"
         self._log = open(self.data_dir / "daphne.log", "wb")
-        serve = [
-            sys.executable,
-            "-m",
-            "studio.daphne_main",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
-            "studio.server:application",
-        ]
+        from studio import daphne_main
+
+        serve = daphne_main.command(self.port)
         if self.workers is not None:
             serve = [sys.executable, "manage.py", "studio", "--port", str(self.port), "--workers", str(self.workers)]
         self._server = subprocess.Popen(

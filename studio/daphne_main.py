@@ -8,7 +8,19 @@ output and exit status are daphne's own.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+
 from studio import event_loop
+
+
+def command(
+    port: int, application: str = "studio.server:application", *, host: str = "127.0.0.1", options: Sequence[str] = ()
+) -> list[str]:
+    """The command line that serves ``application`` on ``host:port`` this way (what
+    ``manage.py studio`` runs, and the tests and benchmarks that start a daphne of their own);
+    ``options``: more of daphne's own."""
+    return [sys.executable, "-m", "studio.daphne_main", *options, "-b", host, "-p", str(port), application]
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studio import daphne_main
 from tests.e2e.conftest import ROOT, _free_port, _manage
 
 REDIS_SERVER = "/usr/bin/redis-server"
@@ -120,11 +121,8 @@ class StudioCluster:
 
     def start_web(self, name: str) -> str:
         port = _free_port()
-        process = self.spawn(
-            name,
-            ["-m", "studio.daphne_main", "--application-close-timeout", "2", "-b", "127.0.0.1", "-p", str(port),
-             "studio.server:application"],
-        )  # fmt: skip
+        _interpreter, *args = daphne_main.command(port, options=("--application-close-timeout", "2"))
+        process = self.spawn(name, args)  # spawn() puts the interpreter in front again
         url = f"http://127.0.0.1:{port}"
         wait_until(lambda: answers(url + "/login/"), name, process, self.logs / f"{name}.log")
         self.web_urls.append(url)

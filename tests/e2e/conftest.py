@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from studio import daphne_main
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -149,7 +151,7 @@ def serve_studio(
     log_path = base / "daphne.log"
     log = open(log_path, "w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "studio.daphne_main", "-b", "127.0.0.1", "-p", str(port), "studio.asgi:application"],
+        daphne_main.command(port, "studio.asgi:application"),
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from studio import heap
+from studio import daphne_main, heap
 from studio.host.supervisor import supervise, worker_count
 from studio.models import Provider, RegisteredModel
 
@@ -107,16 +107,7 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"Serving Studio on {url} (Ctrl+C to stop)")
         sys.stdout.flush()
-        argv = [
-            sys.executable,
-            "-m",
-            "studio.daphne_main",  # daphne on Studio's event loop (studio.event_loop)
-            "-b",
-            options["host"],
-            "-p",
-            str(options["port"]),
-            "studio.server:application",
-        ]
+        argv = daphne_main.command(options["port"], host=options["host"])  # daphne on Studio's event loop
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "studio.settings")
         if options["dev"]:
             os.environ["DJANGO_DEBUG"] = "1"
