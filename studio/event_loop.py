@@ -56,6 +56,11 @@ def install(environ: Mapping[str, str] = os.environ) -> str:
 
 
 def running() -> str:
-    """Which loop runs the current task: ``uvloop`` or ``asyncio`` (health checks, tests)."""
-    module = type(asyncio.get_running_loop()).__module__
-    return "uvloop" if module.startswith("uvloop") else "asyncio"
+    """Which loop runs this thread's tasks: ``uvloop`` or ``asyncio`` (for the logs). Called with
+    no loop running (a sync view that reaches the host through ``async_to_sync``), the loop
+    ``asyncio`` would make now: the installed policy's."""
+    try:
+        maker: object = asyncio.get_running_loop()
+    except RuntimeError:
+        maker = asyncio.get_event_loop_policy()
+    return "uvloop" if type(maker).__module__.startswith("uvloop") else "asyncio"

@@ -33,7 +33,7 @@ from studio import event_loop
 installed = event_loop.install()
 async def main():
     return event_loop.running()
-print(installed, asyncio.run(main()))
+print(installed, asyncio.run(main()), event_loop.running())  # the last with no loop running
 """
 
 
@@ -70,7 +70,7 @@ def test_an_unknown_loop_is_refused_by_name(value: str) -> None:
     assert all(choice in message for choice in event_loop.CHOICES)
 
 
-@pytest.mark.parametrize(("value", "expected"), [(None, "uvloop uvloop"), ("uvloop", "uvloop uvloop")])
+@pytest.mark.parametrize(("value", "expected"), [(None, "uvloop uvloop uvloop"), ("uvloop", "uvloop uvloop uvloop")])
 def test_a_server_process_runs_on_uvloop_by_default(value: str | None, expected: str) -> None:
     done = _probe(value)
     assert done.returncode == 0, done.stderr
@@ -80,13 +80,13 @@ def test_a_server_process_runs_on_uvloop_by_default(value: str | None, expected:
 def test_the_standard_loop_is_kept_when_asked_for() -> None:
     done = _probe("asyncio")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["asyncio", "asyncio"]
+    assert done.stdout.split() == ["asyncio", "asyncio", "asyncio"]
 
 
 def test_without_uvloop_auto_falls_back_and_uvloop_is_refused() -> None:
     fallback = _probe("auto", without_uvloop=True)
     assert fallback.returncode == 0, fallback.stderr
-    assert fallback.stdout.split() == ["asyncio", "asyncio"]
+    assert fallback.stdout.split() == ["asyncio", "asyncio", "asyncio"]
     refused = _probe("uvloop", without_uvloop=True)
     assert refused.returncode != 0
     assert "ImproperlyConfigured" in refused.stderr and "STUDIO_EVENT_LOOP=uvloop" in refused.stderr
