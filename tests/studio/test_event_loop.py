@@ -122,3 +122,18 @@ def test_manage_py_studio_serves_with_daphne_on_the_entry_point_that_installs_th
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_manage_py_studio_refuses_an_unknown_loop_before_it_prepares_anything(tmp_path: Path) -> None:
+    """A bad ``STUDIO_EVENT_LOOP`` stops ``manage.py studio`` with the setting's name, before it
+    migrates or makes a first user (not later, in the daphne it would have started)."""
+    data_dir = tmp_path / "data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STUDIO_", "DJANGO_"))}
+    env |= {"STUDIO_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT), event_loop.SETTING: "trio"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "studio", "--no-serve"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert "STUDIO_EVENT_LOOP" in done.stderr and "'trio'" in done.stderr
+    assert not (data_dir / "initial-login.txt").exists()
+    assert not any(data_dir.glob("*.sqlite3"))

@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from studio import daphne_main, heap
+from studio import daphne_main, event_loop, heap
 from studio.host.supervisor import supervise, worker_count
 from studio.models import Provider, RegisteredModel
 
@@ -82,8 +82,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:  # the served process reads it (studio.server): refuse a bad value before changing anything
+        try:  # the served processes read them: refuse a bad value before changing anything
             heap.young_threshold(settings.STUDIO_GC_YOUNG_THRESHOLD)
+            event_loop.chosen()
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
         data_dir = Path(settings.STUDIO_DATA_DIR)
