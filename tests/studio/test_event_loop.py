@@ -9,19 +9,17 @@ with, and the loop ``asyncio.run`` then gives. A real daphne started that way is
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from studio import event_loop
+from tests.e2e.cluster import answers, stop, wait_until
+from tests.e2e.conftest import _free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,15 +35,22 @@ print(installed, asyncio.run(main()), event_loop.running())  # the last with no 
 """
 
 
+def _clean_env(data_dir: Path | None = None, **settings: str) -> dict[str, str]:
+    """This process's environment without its Django and Studio settings, plus ``settings``
+    (and ``data_dir`` as ``STUDIO_DATA_DIR``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STUDIO_", "DJANGO_"))}
+    if data_dir is not None:
+        env["STUDIO_DATA_DIR"] = str(data_dir)
+    return env | {"PYTHONPATH": str(ROOT), **settings}
+
+
 def _probe(value: str | None, *, without_uvloop: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != event_loop.SETTING}
-    if value is not None:
-        env[event_loop.SETTING] = value
+    settings = {} if value is None else {event_loop.SETTING: value}
     block = "sys.modules['uvloop'] = None  # as if it were not installed" if without_uvloop else ""
     return subprocess.run(
         [sys.executable, "-c", PROBE.replace("BLOCK", block)],
         cwd=ROOT,
-        env=env | {"PYTHONPATH": str(ROOT)},
+        env=_clean_env(**settings),
         capture_output=True,
         text=True,
         timeout=60,
@@ -95,41 +100,27 @@ def test_without_uvloop_auto_falls_back_and_uvloop_is_refused() -> None:
 def test_manage_py_studio_serves_with_daphne_on_the_entry_point_that_installs_the_loop(tmp_path: Path) -> None:
     """``manage.py studio`` replaces itself with ``python -m studio.daphne_main`` (not ``-m
     daphne``: daphne makes its loop when it is imported), which serves the login page."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STUDIO_", "DJANGO_"))}
-    env |= {"STUDIO_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT), "STUDIO_WORKERS": "0"}
+    port = _free_port()
+    env = _clean_env(tmp_path / "data", STUDIO_WORKERS="0")
     log = tmp_path / "studio.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "manage.py", "studio", "--port", str(port)], cwd=ROOT, env=env, stdout=out, stderr=out
         )
     try:
-        deadline = time.monotonic() + 60
-        while True:  # a real condition: the login page answers
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2) as response:
-                    assert response.status == 200
-                    break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=0.1)  # wakes at once if it dies
+        wait_until(lambda: answers(f"http://127.0.0.1:{port}/login/"), "manage.py studio", process, log)
         command = Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")
         assert command[1:3] == [b"-m", b"studio.daphne_main"], command
         assert b"uvloop" in Path(f"/proc/{process.pid}/maps").read_bytes()  # its loop's module is loaded
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop(process)
 
 
 def test_manage_py_studio_refuses_an_unknown_loop_before_it_prepares_anything(tmp_path: Path) -> None:
     """A bad ``STUDIO_EVENT_LOOP`` stops ``manage.py studio`` with the setting's name, before it
     migrates or makes a first user (not later, in the daphne it would have started)."""
     data_dir = tmp_path / "data"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STUDIO_", "DJANGO_"))}
-    env |= {"STUDIO_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT), event_loop.SETTING: "trio"}
+    env = _clean_env(data_dir, **{event_loop.SETTING: "trio"})
     done = subprocess.run(
         [sys.executable, "manage.py", "studio", "--no-serve"], cwd=ROOT, env=env, capture_output=True, text=True
     )
