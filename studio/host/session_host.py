@@ -101,6 +101,7 @@ class SessionHost:
         self._extension_paths = list(settings.STUDIO_EXTENSIONS if extensions is None else extensions)
         self._registry: AgentRegistry | None = None
         self._sessions: dict[str, HostedSession] = {}  # by main session id
+        self._live_total = 0  # live turns of the open sessions, as each was last counted (``_retune``)
         self._view_roots: dict[str, str] = {}  # view id → its main session's id
         self._open_lock = asyncio.Lock()
         self._demo: Any = None  # one offline demo server shared by every demo session of this host
@@ -182,7 +183,7 @@ class SessionHost:
             status = "running" if receipt.get("status") == "accepted" else "queued"
             if status == "running":
                 open_turn(hs, view.target_id, request_id, agent=agent)
-                self._retune()
+                self._retune(hs)
             if mode == "steer" and status == "queued":
                 hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
             # What the command changed and Studio's row for the turn: one hop, one transaction.
@@ -428,6 +429,7 @@ class SessionHost:
                 active = not hs.quiet()
                 await self._close(hs)
                 self._sessions.pop(root_id, None)
+                self._retune(hs)
             try:
                 await asyncio.to_thread(store.export, destination)
             except Exception as exc:
@@ -448,6 +450,7 @@ class SessionHost:
         for hs in list(self._sessions.values()):
             await self._close(hs)
         self._sessions.clear()
+        self._live_total = 0
         demo, client, self._demo, self.http_client = self._demo, self.http_client, None, None
         await close_shared(demo, client)
         await asyncio.to_thread(runtime_options.close_tracing)  # flush the spans of the runtimes just closed
@@ -617,7 +620,7 @@ class SessionHost:
             del self._sessions[hs.root_id]
         if self.leases is not None:
             await self.leases.release(hs.root_id, active=active)
-        self._retune()
+        self._retune(hs)
 
     # -- the lease: driving the runtime and folding its events -----------------------------------
 
@@ -638,12 +641,11 @@ class SessionHost:
                         hs.ready.set()
                         if isinstance(event, RunEndEvent):
                             await self.publisher.text_out(hs)  # its last tokens before its end's rows
-                        streams = hs.live_turns()
                         with folding_changes(hs):
                             try:
                                 changes, held = effects.with_held_usage(hs, held, fold_event(hs, event))
-                                if hs.live_turns() != streams:
-                                    self._retune()
+                                if hs.live_turns() != hs.counted_live:
+                                    self._retune(hs)
                                 await effects.apply(hs, changes)
                             except Exception:  # Studio's bookkeeping failed; the store is still right
                                 log.exception("session %s: could not fold an event", hs.root_id)
@@ -681,24 +683,31 @@ class SessionHost:
         """``selectors.session_config`` with this host's model catalog and protected paths."""
         return await database_sync_to_async(selectors.session_config)(session_id, self.models, self.protected)
 
-    def _retune(self) -> None:
-        """Set every runtime's stream window for the turns streaming in this host now (called
-        when a turn opens or ends: rare next to the tokens)."""
-        live = sum(hs.live_turns() for hs in self._sessions.values())
-        window = self._window_for(live)
+    def _retune(self, hs: HostedSession) -> None:
+        """Count ``hs``'s live turns again and set every runtime's stream window for the turns
+        streaming in this host now (called when a turn opens or ends, and when a session is
+        dropped: rare next to the tokens).
+
+        The host's total is kept as each session was last counted, so a turn's start or end
+        costs the same with 200 sessions open as with one (summing every session's turns here
+        made each turn's cost grow with the number of open sessions)."""
+        live = hs.live_turns() if self._sessions.get(hs.root_id) is hs else 0
+        self._live_total += live - hs.counted_live
+        hs.counted_live = live
+        window = self._window_for(self._live_total)
         if window == self._window:
             return
         self._window = window
-        for hs in self._sessions.values():
-            if hs.runtime is not None:
-                hs.runtime.set_stream_window(window)
+        for other in self._sessions.values():
+            if other.runtime is not None:
+                other.runtime.set_stream_window(window)
 
     async def _resume(self, hs: HostedSession, view: View, run: dict[str, Any], decision: dict[str, Any]) -> None:
         """Answer a paused request with the ``resume`` command; the turn goes live at once."""
         ctx = hs.context(view.target_id)
         transcript = commands.runtime_of(hs).read_transcript(view.target_id or None, entry_ids=True)
         ctx.begin_after(transcript, request_id=str(run["request_id"]), agent=run["agent"])
-        self._retune()
+        self._retune(hs)
         try:
             await commands.control(hs, {"type": "resume", "input_id": run["request_id"], **decision}, view)
         except HostError:

@@ -377,3 +377,33 @@ async def test_a_session_dropped_while_its_turn_streams_narrows_the_other_runtim
         await host.drop(first, "a test: another holder has it")
         assert first not in host._sessions
         assert host._sessions[second].runtime.config.stream_window.seconds == pytest.approx(0.04)
+
+
+async def test_a_turn_opening_or_ending_counts_only_its_own_sessions_live_turns(
+    user: Any, make_session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25: the host keeps its total of live turns as each session was last counted, so a
+    turn's start and end read that session alone — before, every start and end summed the live
+    turns of every open session (quadratic in the sessions streaming at once) — and the total
+    still follows the turns through a drop and through the turns' ends."""
+    from studio.host.state import HostedSession
+
+    async with _window_host() as (host, gate):
+        idle, streaming, other = [str((await sync_to_async(make_session)(user)).pk) for _ in range(3)]
+        await host.state(idle)  # open, never prompted
+        for sid in (streaming, other):
+            await host.prompt(sid, prompt=f"HOLD {sid}", agent="build")
+            await host.wait_live(sid)
+        assert host._live_total == 2
+        counted: list[str] = []
+        live_turns = HostedSession.live_turns
+        monkeypatch.setattr(HostedSession, "live_turns", lambda hs: counted.append(hs.root_id) or live_turns(hs))
+        await host.drop(other, "a test: another holder has it")
+        assert host._live_total == 1
+        assert host._sessions[streaming].runtime.config.stream_window.seconds == pytest.approx(0.04)
+        await asyncio.wait_for(gate.entered.wait(), 10)
+        gate.release()
+        await host.wait_idle(streaming)
+        assert host._live_total == 0
+        assert host._sessions[idle].runtime.config.stream_window.seconds == pytest.approx(0.02)
+        assert set(counted) == {streaming}  # the dropped one counts as none: it left the host
