@@ -192,7 +192,7 @@ class SessionHost:
             named = view.cache.get("session")
             if named is not None and not named.title and prompt.strip():
                 named.title = services.title_from(prompt)  # what run_submitted wrote: the first prompt names it
-            touch(hs, view, controls=True)
+                touch(hs, view, controls=True)  # the controls may have gone out during the write, untitled
             return {"request_id": request_id, "status": str(receipt.get("status"))}
 
     async def withdraw(self, view_id: str, *, input_id: str) -> str:

@@ -241,3 +241,35 @@ async def test_a_model_calls_usage_is_recorded_with_the_tool_call_it_asked_for(u
         await host.wait_idle(sid)
         records = await sync_to_async(lambda: sorted(session.usage_records.values_list("input_tokens", flat=True)))()
         assert records == [30, 50]
+
+
+async def test_a_turn_renders_its_controls_once_as_it_starts_and_once_as_it_ends(
+    user: Any, host: SessionHost, server: FakeProviderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """W1/W2 (issue 25: pushes render only what changed): a second turn's controls (status pill,
+    run buttons) are rendered at most twice — "running" as it starts, "idle" with its end.
+    Before, the prompt marked them again after writing the turn's row, for the title a first
+    prompt gives the session, and the controls of every turn went out twice at its start (the
+    rows pusher had rendered them while the row was being written)."""
+    from studio import pages
+    from studio.host.contract import Regions
+
+    rendered: list[Regions] = []
+    render_regions = pages.render_regions
+
+    def counted(session_id: str, state: Any, regions: Regions, **kwargs: Any) -> str:
+        rendered.append(regions)
+        return render_regions(session_id, state, regions, **kwargs)
+
+    monkeypatch.setattr(pages, "render_regions", counted)
+    session, client = await scripted_session(user, server)
+    sid = str(session.pk)
+    assert (await client.get(reverse("studio:session_detail", args=[sid]))).status_code == 200
+    for turn in ("first", "second"):
+        before = len(rendered)
+        await host.prompt(sid, prompt=f"the {turn} turn", agent="build")
+        await host.wait_idle(sid)
+    controls = [regions for regions in rendered[before:] if regions.controls or regions.full]
+    assert 1 <= len(controls) <= 2, controls
+    await sync_to_async(session.refresh_from_db)()
+    assert session.title == "the first turn"  # the first prompt still names it (and the page shows it)
