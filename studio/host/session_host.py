@@ -712,6 +712,7 @@ class SessionHost:
             await commands.control(hs, {"type": "resume", "input_id": run["request_id"], **decision}, view)
         except HostError:
             ctx.end(None)
+            self._retune(hs)  # the turn never went live: the host's total forgets it at once
             raise
         touch(hs, view, conversation=True, pending=True, controls=True)
 

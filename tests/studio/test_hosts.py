@@ -407,3 +407,29 @@ async def test_a_turn_opening_or_ending_counts_only_its_own_sessions_live_turns(
         assert host._live_total == 0
         assert host._sessions[idle].runtime.config.stream_window.seconds == pytest.approx(0.02)
         assert set(counted) == {streaming}  # the dropped one counts as none: it left the host
+
+
+async def test_a_resume_the_runtime_refuses_leaves_no_live_turn_in_the_hosts_count(
+    user: Any, make_session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25: a review's or question's answer opens the turn live before the ``resume``
+    command goes out; when the runtime refuses it the turn is closed again, and the host's total
+    of live turns (which sets every runtime's stream window) forgets it at once — not only at
+    that session's next event."""
+    from studio.host import commands
+    from studio.host.contract import HostError
+
+    async def refused(*_args: Any, **_kwargs: Any) -> dict[str, Any]:
+        raise HostError("not_waiting", "nothing waits for that answer")
+
+    async with _window_host() as (host, _gate):
+        sid = str((await sync_to_async(make_session)(user)).pk)
+        await host.state(sid)
+        hs = host._sessions[sid]
+        view = next(iter(hs.views.values()))
+        monkeypatch.setattr(commands, "control", refused)
+        with pytest.raises(HostError):
+            await host._resume(hs, view, {"request_id": "a-paused-request", "agent": "build"}, {"plan_resume": {}})
+        assert not hs.live(view.target_id)
+        assert (host._live_total, hs.counted_live) == (0, 0)
+        assert hs.runtime.config.stream_window.seconds == pytest.approx(0.02)
