@@ -8,7 +8,7 @@ test_import_graph.py`` fails on any circle):
 ``live``       the in-progress turn of each conversation, keyed by the runtime's ``request_id``
 ``state``      one open store: its runtime, views and what each view must re-render
 ``fold``       the one pure fold from agentcore's typed events to state changes and effects
-``stream_windows`` how wide the runtimes' stream windows are for the turns streaming at once
+``stream_windows`` how wide the runtimes' stream windows are for the turns streaming at once (and their count)
 ``effects``    the effects that write Studio's tables (through ``studio.services``)
 ``publisher``  rendering the changed regions (``studio.pages``) and sending them to the watchers
 ``factory``    opening a runtime for a store

@@ -59,7 +59,7 @@ from studio.host.state import (
     until_quiet,
     wake,
 )
-from studio.host.stream_windows import BASE_STREAM_WINDOW, stream_window
+from studio.host.stream_windows import StreamWindows, stream_window
 from studio.workspaces import ProtectedPaths
 
 if TYPE_CHECKING:
@@ -88,8 +88,7 @@ class SessionHost:
         ``stream_window`` up to ``STUDIO_STREAM_WINDOW_MAX``)."""
         self.epoch = uuid.uuid4().hex[:12]
         widest = float(settings.STUDIO_STREAM_WINDOW_MAX)
-        self._window_for = window_policy or (lambda live: stream_window(live, widest=widest))
-        self._window = BASE_STREAM_WINDOW
+        self.windows = StreamWindows(window_policy or (lambda live: stream_window(live, widest=widest)))
         self._factory = runtime_factory or configured_factory()
         self._layer = channel_layer
         interval = settings.STUDIO_FLUSH_INTERVAL if flush_interval is None else flush_interval
@@ -101,7 +100,6 @@ class SessionHost:
         self._extension_paths = list(settings.STUDIO_EXTENSIONS if extensions is None else extensions)
         self._registry: AgentRegistry | None = None
         self._sessions: dict[str, HostedSession] = {}  # by main session id
-        self._live_total = 0  # live turns of the open sessions, as each was last counted (``_retune``)
         self._view_roots: dict[str, str] = {}  # view id → its main session's id
         self._open_lock = asyncio.Lock()
         self._demo: Any = None  # one offline demo server shared by every demo session of this host
@@ -450,7 +448,7 @@ class SessionHost:
         for hs in list(self._sessions.values()):
             await self._close(hs)
         self._sessions.clear()
-        self._live_total = 0
+        self.windows.live = 0
         demo, client, self._demo, self.http_client = self._demo, self.http_client, None, None
         await close_shared(demo, client)
         await asyncio.to_thread(runtime_options.close_tracing)  # flush the spans of the runtimes just closed
@@ -573,7 +571,7 @@ class SessionHost:
         hs.closing = False
         hs.ready = asyncio.Event()
         hs.caught_up = False  # the lease's first event is the store's state as opened (catch_up)
-        hs.runtime.set_stream_window(self._window)
+        hs.runtime.set_stream_window(self.windows.window)
         # Unfinished work the previous process left (an interrupted turn, queued inputs,
         # sleeping timers) resumes inside the lease: the driver finds it in the store.
         # Each task in a context of its own: not the request's (the lease outlives it), and not a
@@ -684,23 +682,16 @@ class SessionHost:
         return await database_sync_to_async(selectors.session_config)(session_id, self.models, self.protected)
 
     def _retune(self, hs: HostedSession) -> None:
-        """Count ``hs``'s live turns again and set every runtime's stream window for the turns
-        streaming in this host now (called when a turn opens or ends, and when a session is
-        dropped: rare next to the tokens).
-
-        The host's total is kept as each session was last counted, so a turn's start or end
-        costs the same with 200 sessions open as with one (summing every session's turns here
-        made each turn's cost grow with the number of open sessions)."""
+        """Count ``hs``'s live turns again (none once it left the host) and give every runtime
+        the window that sets (``StreamWindows``). Called when a turn opens or ends and when a
+        session leaves: rare next to the tokens."""
         live = hs.live_turns() if self._sessions.get(hs.root_id) is hs else 0
-        self._live_total += live - hs.counted_live
+        window = self.windows.recount(hs.counted_live, live)
         hs.counted_live = live
-        window = self._window_for(self._live_total)
-        if window == self._window:
-            return
-        self._window = window
-        for other in self._sessions.values():
-            if other.runtime is not None:
-                other.runtime.set_stream_window(window)
+        if window is not None:
+            for other in self._sessions.values():
+                if other.runtime is not None:
+                    other.runtime.set_stream_window(window)
 
     async def _resume(self, hs: HostedSession, view: View, run: dict[str, Any], decision: dict[str, Any]) -> None:
         """Answer a paused request with the ``resume`` command; the turn goes live at once."""

@@ -122,7 +122,12 @@ def test_manage_py_studio_refuses_an_unknown_loop_before_it_prepares_anything(tm
     data_dir = tmp_path / "data"
     env = _clean_env(data_dir, **{event_loop.SETTING: "trio"})
     done = subprocess.run(
-        [sys.executable, "manage.py", "studio", "--no-serve"], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "manage.py", "studio", "--no-serve"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode != 0
     assert "STUDIO_EVENT_LOOP" in done.stderr and "'trio'" in done.stderr

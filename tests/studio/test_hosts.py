@@ -314,6 +314,20 @@ def test_the_stream_window_widens_with_the_streams_a_host_runs() -> None:
     assert stream_window(50, widest=0.01) == 0.02
 
 
+def test_a_hosts_windows_follow_each_sessions_recount_and_say_only_a_change() -> None:
+    """Issue 25: the host's total of live turns moves by what each recount changes (no session
+    is summed again), and the window is handed on only when the policy gives a new one."""
+    from studio.host.stream_windows import StreamWindows
+
+    windows = StreamWindows(lambda live: 0.02 * (1 + min(live, 2)))
+    assert windows.recount(0, 1) == pytest.approx(0.04)  # a first session's turn opens
+    assert windows.recount(0, 1) == pytest.approx(0.06)  # a second one's
+    assert windows.recount(0, 1) is None  # a third: the policy's cap, nothing to hand on
+    assert windows.live == 3
+    assert windows.recount(1, 0) is None and windows.recount(1, 0) == pytest.approx(0.04)
+    assert (windows.live, windows.window) == (1, pytest.approx(0.04))
+
+
 @contextlib.asynccontextmanager
 async def _window_host() -> AsyncIterator[tuple[SessionHost, Any]]:
     """A host whose runtimes stream from the gated fake provider, with a window policy of one
@@ -394,17 +408,17 @@ async def test_a_turn_opening_or_ending_counts_only_its_own_sessions_live_turns(
         for sid in (streaming, other):
             await host.prompt(sid, prompt=f"HOLD {sid}", agent="build")
             await host.wait_live(sid)
-        assert host._live_total == 2
+        assert host.windows.live == 2
         counted: list[str] = []
         live_turns = HostedSession.live_turns
         monkeypatch.setattr(HostedSession, "live_turns", lambda hs: counted.append(hs.root_id) or live_turns(hs))
         await host.drop(other, "a test: another holder has it")
-        assert host._live_total == 1
+        assert host.windows.live == 1
         assert host._sessions[streaming].runtime.config.stream_window.seconds == pytest.approx(0.04)
         await asyncio.wait_for(gate.entered.wait(), 10)
         gate.release()
         await host.wait_idle(streaming)
-        assert host._live_total == 0
+        assert host.windows.live == 0
         assert host._sessions[idle].runtime.config.stream_window.seconds == pytest.approx(0.02)
         assert set(counted) == {streaming}  # the dropped one counts as none: it left the host
 
@@ -431,5 +445,5 @@ async def test_a_resume_the_runtime_refuses_leaves_no_live_turn_in_the_hosts_cou
         with pytest.raises(HostError):
             await host._resume(hs, view, {"request_id": "a-paused-request", "agent": "build"}, {"plan_resume": {}})
         assert not hs.live(view.target_id)
-        assert (host._live_total, hs.counted_live) == (0, 0)
+        assert (host.windows.live, hs.counted_live) == (0, 0)
         assert hs.runtime.config.stream_window.seconds == pytest.approx(0.02)
