@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from studio import daphne_main
+from tests.e2e import reports
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -53,18 +54,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Keep each phase's report on the test (``item.stash[REPORTS]``): a fixture's teardown can
+    """Keep each phase's report on the test (``tests.e2e.reports``): a fixture's teardown can
     then tell whether the test failed and leave the evidence a rerun would not reproduce."""
     report = yield
-    item.stash.setdefault(REPORTS, {})[report.when] = report
+    reports.keep(item, report)
     return report
-
-
-REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
-
-
-def failed(item: pytest.Item) -> bool:
-    return any(report.failed for report in item.stash.get(REPORTS, {}).values())
 
 
 @dataclass

@@ -25,8 +25,8 @@ import pytest
 
 from agentcore.testing.fake_server import FakeProviderServer
 from tests.e2e.cluster import StudioCluster, User, finished, make_cluster, shown, stop, watchers
-from tests.e2e.conftest import failed
 from tests.e2e.failover_model import SENTENCES, essay, essay_request, responder
+from tests.e2e.reports import attach, failed
 from tests.pg import PostgresCluster
 
 pytestmark = pytest.mark.e2e
@@ -134,11 +134,11 @@ def failover(postgres: PostgresCluster, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture(autouse=True)
 def logs_on_failure(request: pytest.FixtureRequest, failover: Failover) -> Iterator[None]:
-    """A failed test prints the cluster's logs (in its report): the race behind it may not come
+    """A failed test carries the cluster's logs in its report: the race behind it may not come
     back on a rerun, and the cluster's folder is removed with the module."""
     yield
     if failed(request.node):
-        print(failover.cluster.tails())
+        attach(request.node, "cluster logs", failover.cluster.tails())
 
 
 async def test_a_worker_killed_mid_stream_the_turn_completes_once_on_the_other(failover: Failover) -> None:
