@@ -106,9 +106,9 @@ class Bench:
 async def _layer(cluster: StudioCluster) -> Any:
     from channels_redis.core import RedisChannelLayer
 
-    return RedisChannelLayer(
-        hosts=[{"address": cluster.env["STUDIO_REDIS_URL"], "socket_timeout": 30}], capacity=5000, expiry=120
-    )
+    from studio.redis_host import redis_host
+
+    return RedisChannelLayer(hosts=[redis_host(cluster.env["STUDIO_REDIS_URL"])], capacity=5000, expiry=120)
 
 
 async def _listen(layer: Any, session_id: str) -> str:

@@ -30,6 +30,8 @@ import os
 import secrets
 from pathlib import Path
 
+from studio.redis_host import redis_host
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -201,10 +203,8 @@ if HTTPS:
 # push carries a sequence number so a consumer that sees a gap re-renders from the store; a
 # larger capacity makes that rare.
 STUDIO_REDIS_URL = os.environ.get("STUDIO_REDIS_URL", "")
-# redis-py ≥ 6 reads with a 5 s socket timeout by default, the same as channels_redis's 5 s
-# blocking pop: the reply to an idle BZPOPMIN then races the client's timeout and a consumer
-# dies with "Timeout reading from …". Reads must be allowed to outlast the pop.
-STUDIO_REDIS_HOST = {"address": STUDIO_REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}
+# Without a client-side read timeout: why in studio/redis_host.py.
+STUDIO_REDIS_HOST = redis_host(STUDIO_REDIS_URL)
 # The default single-machine Studio (``manage.py studio``: daphne plus session-host workers)
 # shares a layer the supervisor serves on a Unix socket (studio/host/local_layer.py).
 STUDIO_LOCAL_LAYER = os.environ.get("STUDIO_LOCAL_LAYER", "")
