@@ -102,7 +102,7 @@ COMPONENTS = (
     "studio.host.publisher:Publisher.push_live",
     "studio.host.publisher:Publisher.push_rows",
     "studio.host.publisher:Publisher.send",
-    "studio.host.session_host:SessionHost._lease",
+    "studio.host.serving.hold",
     "studio.host.session_host:SessionHost.prompt",
     "studio.views.session_prompt",
     "studio.consumers:SessionConsumer.receive",

@@ -6,11 +6,11 @@ daphne cancels a consumer's tasks shortly after a disconnect. So runtimes live h
 browsers only *watch* them through channel-layer groups ``session-<view id>``.
 
 **Session protocol.** Every runtime is opened with ``session={...}`` (the registry built from
-``STUDIO_EXTENSIONS``, subagents on) and held by a *lease task*: ``runtime.serve(host)`` for as
-long as the store is open. Everything a person does is a session command — a prompt is ``submit``
-(queued as a follow-up while the agent is busy, never refused), Stop is ``cancel``, a plan
-decision or answers are ``resume``, and fork, reset, configure, withdraw, promote and task
-cancels are commands too; a plan-mode prompt is a ``submit`` with ``agent: "plan"`` (queued
+``STUDIO_EXTENSIONS``, subagents on) and held by a *lease task* (``studio.host.serving``):
+``runtime.serve(host)`` for as long as the store is open. Everything a person does is a session
+command — a prompt is ``submit`` (queued as a follow-up while the agent is busy, never refused),
+Stop is ``cancel``, a plan decision or answers are ``resume``, and fork, reset, configure,
+withdraw, promote and task cancels are commands too; a plan-mode prompt is a ``submit`` with ``agent: "plan"`` (queued
 like any follow-up while the agent works). The Trace renders the ``session`` events'
 snapshots, never Studio's own guesses.
 
@@ -41,17 +41,15 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from agentcore.events import RunEndEvent
 from studio import event_loop, runtime_options, selectors, services
-from studio.host import commands, effects, timeline_feed
-from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases, store_code, store_lost
-from studio.host.factory import RuntimeFactory, agent_host, close_shared, configured_factory, host_http_client
-from studio.host.fold import Effect, RunSubmitted, fold_event, open_turn
+from studio.host import commands, effects, serving, timeline_feed
+from studio.host.contract import HostError, HostState, SessionConfig, SessionLeases
+from studio.host.factory import RuntimeFactory, close_shared, configured_factory, host_http_client
+from studio.host.fold import RunSubmitted, open_turn
 from studio.host.publisher import Publisher
 from studio.host.state import (
     HostedSession,
     View,
-    folding_changes,
     touch,
     until_idle,
     until_live,
@@ -181,7 +179,7 @@ class SessionHost:
             status = "running" if receipt.get("status") == "accepted" else "queued"
             if status == "running":
                 open_turn(hs, view.target_id, request_id, agent=agent)
-                self._retune(hs)
+                self.retune(hs)
             if mode == "steer" and status == "queued":
                 hs.queued_steers.setdefault(view.target_id, {})[request_id] = prompt
             # What the command changed and Studio's row for the turn: one hop, one transaction.
@@ -427,7 +425,7 @@ class SessionHost:
                 active = not hs.quiet()
                 await self._close(hs)
                 self._sessions.pop(root_id, None)
-                self._retune(hs)
+                self.retune(hs)
             try:
                 await asyncio.to_thread(store.export, destination)
             except Exception as exc:
@@ -577,7 +575,7 @@ class SessionHost:
         # Each task in a context of its own: not the request's (the lease outlives it), and not a
         # shared one (asgiref's single-thread executor refuses concurrent calls from one context).
         hs.lease = asyncio.create_task(
-            self._lease(hs), name=f"studio-lease-{hs.root_id}", context=contextvars.Context()
+            serving.hold(self, hs), name=f"studio-lease-{hs.root_id}", context=contextvars.Context()
         )
         hs.flusher = asyncio.create_task(
             self.publisher.flush_loop(hs), name=f"studio-flush-{hs.root_id}", context=contextvars.Context()
@@ -618,70 +616,13 @@ class SessionHost:
             del self._sessions[hs.root_id]
         if self.leases is not None:
             await self.leases.release(hs.root_id, active=active)
-        self._retune(hs)
-
-    # -- the lease: driving the runtime and folding its events -----------------------------------
-
-    async def _lease(self, hs: HostedSession) -> None:
-        """Hold the runtime with ``serve()``: every prompt, decision and control is a command."""
-        host = agent_host()
-        runtime = hs.runtime
-        assert runtime is not None
-        while not hs.closing:
-            stream = runtime.serve(host)
-            started = time.monotonic()
-            held: list[Effect] = []  # a live turn's usage rows, written with the next rows
-            try:
-                async with contextlib.aclosing(stream):  # type: ignore[type-var]  # serve() is an async generator
-                    async for event in stream:
-                        if not hs.caught_up:
-                            await effects.catch_up(hs, event)
-                        hs.ready.set()
-                        if isinstance(event, RunEndEvent):
-                            await self.publisher.text_out(hs)  # its last tokens before its end's rows
-                        with folding_changes(hs):
-                            try:
-                                changes, held = effects.with_held_usage(hs, held, fold_event(hs, event))
-                                if hs.live_turns() != hs.counted_live:
-                                    self._retune(hs)
-                                await effects.apply(hs, changes)
-                            except Exception:  # Studio's bookkeeping failed; the store is still right
-                                log.exception("session %s: could not fold an event", hs.root_id)
-                        if self.leases is not None:
-                            self.leases.note_activity(hs.root_id, not hs.quiet())
-                await self._write_held(hs, held)
-            except asyncio.CancelledError:
-                raise  # rows still held are restored from the store's ledger at the next opening
-            except Exception as exc:
-                await self._write_held(hs, held)
-                if store_lost(exc):
-                    # This process can no longer write the store (fenced, or its connection and
-                    # owner lease are gone): serving again would fail the same way forever.
-                    await self.drop(hs.root_id, f"the store refused this owner: {store_code(exc)}")
-                    return
-                # A turn that fails ends in the store (its end event was folded above) and the
-                # session stays usable: hold it again.
-                log.warning("session %s: the lease ended with %s: %s", hs.root_id, type(exc).__name__, exc)
-                if time.monotonic() - started < 1.0:
-                    await asyncio.sleep(1.0)  # a failure at once again: do not spin
-            finally:
-                hs.ready.clear()
-                wake(hs)
-
-    @staticmethod
-    async def _write_held(hs: HostedSession, held: list[Effect]) -> None:
-        """The usage rows a lease's stream held when it ended (``effects.with_held_usage``)."""
-        with folding_changes(hs):
-            try:
-                await effects.apply(hs, held)
-            except Exception:
-                log.exception("session %s: could not record its last usage", hs.root_id)
+        self.retune(hs)
 
     async def _read_config(self, session_id: str) -> SessionConfig:
         """``selectors.session_config`` with this host's model catalog and protected paths."""
         return await database_sync_to_async(selectors.session_config)(session_id, self.models, self.protected)
 
-    def _retune(self, hs: HostedSession) -> None:
+    def retune(self, hs: HostedSession) -> None:
         """Count ``hs``'s live turns again (none once it left the host) and give every runtime
         the window that sets (``StreamWindows``). Called when a turn opens or ends and when a
         session leaves: rare next to the tokens."""
@@ -698,12 +639,12 @@ class SessionHost:
         ctx = hs.context(view.target_id)
         transcript = commands.runtime_of(hs).read_transcript(view.target_id or None, entry_ids=True)
         ctx.begin_after(transcript, request_id=str(run["request_id"]), agent=run["agent"])
-        self._retune(hs)
+        self.retune(hs)
         try:
             await commands.control(hs, {"type": "resume", "input_id": run["request_id"], **decision}, view)
         except HostError:
             ctx.end(None)
-            self._retune(hs)  # the turn never went live: the host's total forgets it at once
+            self.retune(hs)  # the turn never went live: the host's total forgets it at once
             raise
         touch(hs, view, conversation=True, pending=True, controls=True)
 

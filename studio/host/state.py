@@ -87,7 +87,7 @@ class HostedSession:
     # Usage records this host wrote since the last reconciliation: a sync that finds only these
     # in the store's new ledger rows reads nothing back from Studio's table.
     usage_unsynced: set[str] = field(default_factory=set)
-    counted_live: int = 0  # its live turns in the host's total for the stream window (``SessionHost._retune``)
+    counted_live: int = 0  # its live turns in the host's total for the stream window (``SessionHost.retune``)
     term: int = 0  # the lease term this host holds the session under (worker mode; 0 in-process)
     lost: bool = False  # another holder took the session over: publish and record nothing more
     timeline: TimelineFeed | None = None  # the store's live trace, once a page opened its Timeline

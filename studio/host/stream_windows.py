@@ -1,5 +1,5 @@
 """How wide a host makes its runtimes' stream windows: the load policy and the count of live
-turns it follows, apart from the host that applies them (``SessionHost._retune``) so they can be
+turns it follows, apart from the host that applies them (``SessionHost.retune``) so they can be
 read and tested alone."""
 
 from __future__ import annotations
